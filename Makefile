@@ -1,0 +1,26 @@
+# Two entry points, each complete from a fresh clone with Python 3.11 and pip:
+#   make reproduce   run every notebook at the cpu profile into results/, write results/REPORT.md
+#   make test        the test suite (what CI runs)
+# Both create .venv and install requirements.txt first. Extra arguments: make reproduce ARGS="--only 04_ibrl_bilateral"
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: reproduce test smoke install
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+reproduce: $(VENV)/.installed
+	$(PY) -m dialogrl reproduce $(ARGS)
+
+smoke: $(VENV)/.installed
+	$(PY) -m dialogrl reproduce --profile smoke $(ARGS)
+
+test: $(VENV)/.installed
+	$(PY) -m pytest $(ARGS)

@@ -1,0 +1,1 @@
+"""dialogrl: multi-turn RL for LLM dialogue agents."""

@@ -1,0 +1,65 @@
+"""Command line: `python -m dialogrl reproduce | build-tiny`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dialogrl", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    rep = sub.add_parser("reproduce", help="run every notebook with papermill and write results/REPORT.md")
+    rep.add_argument("--only", nargs="+", metavar="STEM", help="run only these notebooks (file stems)")
+    rep.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu"],
+                     help="parameter profile: cpu = the notebooks' defaults (default); smoke, gpu = params/<stem>/*.yaml")
+    rep.add_argument("--notebooks", default="notebooks", help="folder of notebooks (default: notebooks)")
+    rep.add_argument("--params", default="params", help="folder of profile files (default: params)")
+    rep.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
+    rep.add_argument("--results", default="results", help="results root (default: results)")
+    rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    tiny = sub.add_parser("build-tiny", help="build (or find in the cache) an embedded tiny model")
+    tiny.add_argument("name", nargs="?", default="tiny-dond", help="embedded model name (default: tiny-dond)")
+    tiny.add_argument("--out", default=None, help="save here instead of the cache")
+    tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
+    tiny.add_argument("--list", action="store_true", help="list the embedded models and exit")
+
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "reproduce":
+            from dialogrl.reproduce import reproduce
+
+            return reproduce(only=args.only, profile=args.profile, notebooks_dir=args.notebooks,
+                             params_dir=args.params, papers_dir=args.papers, results_root=args.results, progress=not args.no_progress)
+        if args.command == "build-tiny":
+            return _build_tiny(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _build_tiny(args) -> int:
+    import resource
+    import time
+
+    from dialogrl.tiny import TINY_MODELS, build_info, build_tiny_model
+
+    if args.list:
+        for name, recipe in sorted(TINY_MODELS.items()):
+            print(f"{name}: {recipe.description}")
+        return 0
+    t0 = time.time()
+    path = build_tiny_model(args.name, force=args.force, out_dir=args.out)
+    info = build_info(path)
+    peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is KiB on Linux
+    print(f"{args.name}: {info['n_parameters'] / 1e6:.2f}M parameters, vocab {info['vocab_size']}, "
+          f"{info['n_conversations']} conversations, warm-start loss {info['first_loss']:.3f} -> {info['last_loss']:.3f}")
+    print(f"built in {info['build_seconds']:.0f} s (this call {time.time() - t0:.0f} s, peak memory {peak_gib:.2f} GiB)")
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

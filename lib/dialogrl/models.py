@@ -1,0 +1,212 @@
+"""Loading causal LMs and tokenizers, and named LoRA adapters on them.
+
+    model, tok = load_model("tiny-dond")                              # embedded tiny model, built and cached locally
+    model, tok = load_model("Qwen/Qwen2.5-0.5B-Instruct", bf16=True)  # hub id (needs internet or the local HF cache)
+    model, tok = load_model("/path/to/checkpoint", adapters=["seller", "buyer"])
+    use_adapter(model, "buyer")          # switch the active adapter; only its parameters require grad
+
+Several adapters on one base model each own their parameters (`adapter_parameters(model, name)`), so every role of a
+dialogue can have its own update path over one copy of the base weights.
+"""
+from __future__ import annotations
+
+import re
+import socket
+import warnings
+from pathlib import Path
+from typing import Sequence
+from urllib.parse import urlparse
+
+import torch
+
+from dialogrl.run import choose_device
+
+# Every linear layer of a Qwen2/Llama-style block; peft matches them by suffix.
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+class ModelUnavailableError(OSError):
+    """A model id that cannot be loaded here (offline, not cached, or unknown)."""
+
+
+def _embedded_names() -> list[str]:
+    from dialogrl.tiny import TINY_MODELS
+
+    return sorted(TINY_MODELS)
+
+
+def check_model_name(name: str) -> str:
+    """Classify a model name as 'tiny', 'local' or 'hub'; raise ValueError naming the choices if it is none of them."""
+    embedded = _embedded_names()
+    if name in embedded:
+        return "tiny"
+    if name.startswith("tiny-"):
+        raise ValueError(f"unknown embedded model {name!r}; embedded models: {', '.join(embedded)}")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return "local"
+    if name.startswith(("/", ".", "~")) or name.count("/") > 1:
+        raise ValueError(f"no model folder at {name!r}")
+    if _HUB_ID.match(name):
+        return "hub"
+    raise ValueError(f"{name!r} is neither an embedded model ({', '.join(embedded)}), "
+                     "an existing local folder, nor a hub id of the form 'org/name'")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """True when the Hugging Face hub answers a TCP connection within `timeout` (and offline mode is off)."""
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        return False
+    url = urlparse(constants.ENDPOINT)
+    try:
+        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def resolve_model_path(name: str) -> str:
+    """Turn a model name into something `from_pretrained` can open without a long network timeout.
+
+    Embedded names are built (or taken from the cache) and give a local folder. Hub ids are returned as they are when
+    they are in the local HF cache or the hub is reachable; otherwise a ModelUnavailableError names the id, says the
+    machine is offline, and points at the embedded models.
+    """
+    kind = check_model_name(name)
+    if kind == "tiny":
+        from dialogrl.tiny import build_tiny_model
+
+        return str(build_tiny_model(name))
+    if kind == "local":
+        return str(Path(name).expanduser())
+    from huggingface_hub import try_to_load_from_cache
+
+    cached = try_to_load_from_cache(name, "config.json")
+    if isinstance(cached, str) or hub_reachable():
+        return name
+    raise ModelUnavailableError(
+        f"cannot load {name!r}: this machine is offline (the Hugging Face hub is unreachable) and the model is not in "
+        f"the local cache. Use an embedded model instead ({', '.join(repr(n) for n in _embedded_names())}), "
+        "or a local folder saved with save_pretrained.")
+
+
+def load_tokenizer(name: str):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_path(name))
+    if tok.pad_token is None:  # Llama-style tokenizers ship without one
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_model(name: str, *, adapters: Sequence[str] = (), device: str = "auto", bf16: bool = False,
+               use_unsloth: bool = False, lora_r: int = 8, lora_alpha: int = 16, lora_dropout: float = 0.0,
+               max_seq_length: int = 2048):
+    """Load a causal LM and its tokenizer; optionally add named LoRA adapters.
+
+    name: an embedded tiny name ('tiny-dond'), a local folder, or a hub id ('Qwen/Qwen2.5-0.5B-Instruct').
+    adapters: names of LoRA adapters to add (one per role, say); the first is active. Empty: the plain model.
+    device: 'auto' (cuda > mps > cpu) or a torch device string.
+    bf16: load weights in bfloat16 (for GPUs; CPU runs stay fp32 by default).
+    use_unsloth: load through unsloth's FastLanguageModel when it is installed and CUDA is present; otherwise warn
+        and fall back to transformers.
+    Returns (model, tokenizer); the model is on `device` and in eval mode.
+    """
+    dev = choose_device(device)
+    path = resolve_model_path(name)
+    dtype = torch.bfloat16 if bf16 else torch.float32
+    if use_unsloth and not _unsloth_usable(dev):
+        warnings.warn("use_unsloth=True, but unsloth is not installed or no CUDA device is present: "
+                      "loading with transformers instead", stacklevel=2)
+        use_unsloth = False
+    if use_unsloth:
+        from unsloth import FastLanguageModel
+
+        model, tok = FastLanguageModel.from_pretrained(path, max_seq_length=max_seq_length, dtype=dtype,
+                                                       load_in_4bit=False)
+        if adapters:
+            model = FastLanguageModel.get_peft_model(model, r=lora_r, lora_alpha=lora_alpha,
+                                                     lora_dropout=lora_dropout, target_modules=list(LORA_TARGETS))
+            _rename_first_adapter(model, adapters[0])
+            for extra in adapters[1:]:
+                model.add_adapter(extra, _lora_config(lora_r, lora_alpha, lora_dropout))
+            use_adapter(model, adapters[0])
+    else:
+        from transformers import AutoModelForCausalLM
+
+        tok = load_tokenizer(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(dev)
+        if adapters:
+            model = add_adapters(model, adapters, r=lora_r, alpha=lora_alpha, dropout=lora_dropout)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"  # batched generation pads on the left
+    model.eval()
+    return model, tok
+
+
+def _unsloth_usable(dev: torch.device) -> bool:
+    if dev.type != "cuda":
+        return False
+    try:
+        import unsloth  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _lora_config(r: int, alpha: int, dropout: float):
+    from peft import LoraConfig
+
+    return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(LORA_TARGETS),
+                      bias="none", task_type="CAUSAL_LM")
+
+
+def _rename_first_adapter(model, name: str) -> None:
+    if name != "default":
+        model.add_adapter(name, model.peft_config["default"])
+        model.delete_adapter("default")
+
+
+def add_adapters(model, names: Sequence[str], r: int = 8, alpha: int = 16, dropout: float = 0.0):
+    """Wrap `model` with peft and add one LoRA adapter per name (each with its own parameters); the first is active.
+
+    Returns the PeftModel. Adapters are initialised as peft does (B = 0), so every adapter starts as the base model.
+    """
+    from peft import PeftModel, get_peft_model
+
+    names = list(names)
+    if len(set(names)) != len(names) or not names:
+        raise ValueError(f"adapter names must be distinct and non-empty, got {names}")
+    if isinstance(model, PeftModel):
+        taken = set(model.peft_config)
+        clash = taken.intersection(names)
+        if clash:
+            raise ValueError(f"adapter(s) {sorted(clash)} already exist on this model")
+        for n in names:
+            model.add_adapter(n, _lora_config(r, alpha, dropout))
+    else:
+        model = get_peft_model(model, _lora_config(r, alpha, dropout), adapter_name=names[0])
+        for n in names[1:]:
+            model.add_adapter(n, _lora_config(r, alpha, dropout))
+    use_adapter(model, names[0])
+    return model
+
+
+def use_adapter(model, name: str) -> None:
+    """Make `name` the active adapter: generation and forward passes use it, and only its parameters require grad."""
+    if name not in model.peft_config:
+        raise ValueError(f"no adapter {name!r} on this model; adapters: {sorted(model.peft_config)}")
+    model.set_adapter(name)
+
+
+def adapter_parameters(model, name: str) -> dict[str, torch.nn.Parameter]:
+    """The parameters that belong to adapter `name` (lora_A/lora_B weights), by parameter name."""
+    if name not in model.peft_config:
+        raise ValueError(f"no adapter {name!r} on this model; adapters: {sorted(model.peft_config)}")
+    key = f".{name}."
+    return {n: p for n, p in model.named_parameters() if key in n and "lora_" in n}

@@ -1,0 +1,165 @@
+"""Notebook parameter checks: one declarative spec per notebook, checked before any work starts.
+
+The parameters cell holds literals only (papermill injects overrides after it). The cell after it does
+
+    params = check_params(globals(), {
+        "profile": OneOf("smoke", "cpu", "gpu"),    # named profile of the run
+        "seed": Int(min=0),
+        "n_train_games": Int(min=1),
+        "lr": Float(min=0, strict=True),
+        "policy_model": ModelName(),
+        "max_turns": Optional(Int(min=1)),
+    })
+
+and gets back a plain dict of every parameter (for config.json), or a ParameterError naming the parameter, the value
+it got and what is allowed.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+class ParameterError(ValueError):
+    """A notebook or function parameter has a value it cannot take."""
+
+    def __init__(self, name: str, value: Any, allowed: str):
+        self.name, self.value, self.allowed = name, value, allowed
+        super().__init__(f"parameter {name!r} = {value!r} is not allowed: {allowed}")
+
+
+class Rule:
+    """A check for one parameter; `check(name, value)` returns the (possibly normalised) value or raises."""
+
+    def check(self, name: str, value: Any) -> Any:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass
+class OneOf(Rule):
+    choices: tuple
+
+    def __init__(self, *choices: Any):
+        self.choices = tuple(choices)
+
+    def check(self, name, value):
+        if value not in self.choices:
+            raise ParameterError(name, value, "choose one of " + ", ".join(repr(c) for c in self.choices))
+        return value
+
+
+@dataclass
+class Int(Rule):
+    min: int | None = None
+    max: int | None = None
+
+    def check(self, name, value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise ParameterError(name, value, "expected an int")
+        _check_range(name, value, self.min, self.max, strict=False)
+        return int(value)
+
+
+@dataclass
+class Float(Rule):
+    min: float | None = None
+    max: float | None = None
+    strict: bool = False  # min/max excluded
+
+    def check(self, name, value):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise ParameterError(name, value, "expected a number")
+        _check_range(name, value, self.min, self.max, strict=self.strict)
+        return float(value)
+
+
+@dataclass
+class Bool(Rule):
+    def check(self, name, value):
+        if not isinstance(value, bool):
+            raise ParameterError(name, value, "expected True or False")
+        return value
+
+
+@dataclass
+class Str(Rule):
+    nonempty: bool = True
+
+    def check(self, name, value):
+        if not isinstance(value, str) or (self.nonempty and not value.strip()):
+            raise ParameterError(name, value, "expected a non-empty string" if self.nonempty else "expected a string")
+        return value
+
+
+@dataclass
+class ListOf(Rule):
+    item: Rule
+    min_len: int = 0
+
+    def check(self, name, value):
+        if not isinstance(value, (list, tuple)):
+            raise ParameterError(name, value, "expected a list")
+        if len(value) < self.min_len:
+            raise ParameterError(name, value, f"expected a list of at least {self.min_len} item(s)")
+        return [self.item.check(f"{name}[{i}]", v) for i, v in enumerate(value)]
+
+
+@dataclass
+class DictOf(Rule):
+    value_rule: Rule
+    keys: tuple | None = None  # allowed keys; None allows any
+
+    def check(self, name, value):
+        if not isinstance(value, Mapping):
+            raise ParameterError(name, value, "expected a dict")
+        if self.keys is not None:
+            unknown = sorted(set(value) - set(self.keys))
+            if unknown:
+                raise ParameterError(name, value, f"unknown key(s) {unknown}; allowed keys: {list(self.keys)}")
+        return {k: self.value_rule.check(f"{name}[{k!r}]", v) for k, v in value.items()}
+
+
+@dataclass
+class Optional(Rule):
+    rule: Rule
+
+    def check(self, name, value):
+        return None if value is None else self.rule.check(name, value)
+
+
+@dataclass
+class ModelName(Rule):
+    """An embedded tiny model name, a local folder, or a hub id 'org/name'. Reachability is checked at load time."""
+
+    def check(self, name, value):
+        from dialogrl.models import check_model_name
+
+        if not isinstance(value, str):
+            raise ParameterError(name, value, "expected a model name (string)")
+        try:
+            check_model_name(value)
+        except ValueError as err:
+            raise ParameterError(name, value, str(err)) from None
+        return value
+
+
+def _check_range(name, value, lo, hi, strict):
+    if lo is not None and (value <= lo if strict else value < lo):
+        raise ParameterError(name, value, f"must be {'>' if strict else '>='} {lo}")
+    if hi is not None and (value >= hi if strict else value > hi):
+        raise ParameterError(name, value, f"must be {'<' if strict else '<='} {hi}")
+
+
+def check_params(namespace: Mapping[str, Any], spec: Mapping[str, Rule]) -> dict:
+    """Check every parameter named in `spec` against its rule; return {name: value} in spec order.
+
+    namespace: where the parameters live (a notebook's `globals()`, or any dict).
+    spec: {parameter name: Rule}. A name missing from the namespace is an error too.
+    """
+    out = {}
+    for name, rule in spec.items():
+        if name not in namespace:
+            raise ParameterError(name, None, "missing: the parameters cell must define it")
+        out[name] = rule.check(name, namespace[name])
+    return out

@@ -1,0 +1,202 @@
+"""`python -m dialogrl reproduce`: run every paper notebook through papermill and gather the results.
+
+For each notebooks/<stem>.ipynb (sorted, or those named by --only):
+  1. parameters: the notebook's defaults for the `cpu` profile; params/<stem>/<profile>.yaml for `smoke` and `gpu`
+     (every key must be a parameter of the notebook: papermill itself only warns on unknown ones);
+  2. a new run folder results/<stem>/<run_id>/, passed to the notebook as its `run_dir` parameter; the executed
+     notebook is saved there beside the notebook's own summary.json, metrics.jsonl, figures and transcripts;
+  3. results/REPORT.md: per notebook, its latest summary.json beside the paper's numbers, which papers/<stem>.md
+     lists in its front matter under `paper_numbers:` (dotted summary keys -> the paper's value).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import yaml
+
+from dialogrl.run import make_run_dir, make_run_id
+
+PROFILES = ("smoke", "cpu", "gpu")
+
+
+@dataclass
+class NotebookRun:
+    stem: str
+    run_dir: Path | None
+    ok: bool
+    seconds: float
+    error: str = ""
+    earlier: bool = False  # found on disk from an earlier invocation, not run now
+
+
+def find_notebooks(notebooks_dir: str | Path = "notebooks", only: list[str] | None = None) -> list[Path]:
+    """The notebooks to run, sorted by name; `only` selects stems (an unknown stem is an error naming the choices)."""
+    found = sorted(Path(notebooks_dir).glob("*.ipynb"))
+    if only:
+        stems = {p.stem: p for p in found}
+        unknown = [s for s in only if s not in stems]
+        if unknown:
+            raise ValueError(f"--only {unknown}: no such notebook in {notebooks_dir}/; "
+                             f"notebooks: {', '.join(stems) or '(none yet)'}")
+        found = [stems[s] for s in only]
+    return found
+
+
+def notebook_parameters(nb_path: str | Path) -> dict:
+    """{name: default} of the notebook's parameters cell (papermill's own parser)."""
+    import papermill
+
+    return {name: info["default"] for name, info in papermill.inspect_notebook(str(nb_path)).items()}
+
+
+def profile_parameters(nb_path: str | Path, profile: str, params_dir: str | Path = "params") -> dict:
+    """Parameter overrides for `profile`: none for cpu (the defaults), params/<stem>/<profile>.yaml otherwise.
+
+    Raises ValueError for an unknown profile, a missing file, or a key that is not a parameter of the notebook.
+    """
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; profiles: {', '.join(PROFILES)}")
+    nb_path = Path(nb_path)
+    path = Path(params_dir) / nb_path.stem / f"{profile}.yaml"
+    if not path.exists():
+        if profile == "cpu":
+            return {}
+        raise ValueError(f"no {path}: the {profile} profile of {nb_path.stem} is not defined")
+    overrides = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(overrides, dict):
+        raise ValueError(f"{path}: expected a mapping of parameter names to values")
+    known = notebook_parameters(nb_path)
+    unknown = sorted(set(overrides) - set(known))
+    if unknown:
+        raise ValueError(f"{path}: {unknown} are not parameters of {nb_path.name} (parameters: {sorted(known)})")
+    return overrides
+
+
+def paper_numbers(stem: str, papers_dir: str | Path = "papers") -> dict:
+    """The `paper_numbers:` mapping in the YAML front matter of papers/<stem>.md ({} if absent)."""
+    path = Path(papers_dir) / f"{stem}.md"
+    if not path.exists():
+        return {}
+    text = path.read_text()
+    if not text.startswith("---\n"):
+        return {}
+    end = text.find("\n---", 4)
+    front = yaml.safe_load(text[4:end]) if end > 0 else {}
+    return dict((front or {}).get("paper_numbers") or {})
+
+
+def flatten(obj, prefix: str = "") -> dict:
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists are kept as values."""
+    if not isinstance(obj, dict):
+        return {prefix: obj}
+    out = {}
+    for k, v in obj.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        out.update(flatten(v, key) if isinstance(v, dict) else {key: v})
+    return out
+
+
+def run_notebook(nb_path: Path, run_dir: Path, parameters: dict, progress: bool = True) -> tuple[bool, float, str]:
+    """Execute one notebook with papermill into run_dir/<stem>.ipynb. Returns (ok, seconds, error text)."""
+    import papermill
+
+    params = dict(parameters)
+    known = notebook_parameters(nb_path)
+    if "run_dir" in known:
+        params["run_dir"] = str(run_dir)
+    t0 = time.time()
+    try:
+        papermill.execute_notebook(str(nb_path), str(run_dir / nb_path.name), parameters=params,
+                                   progress_bar=progress, cwd=str(Path.cwd()))
+        return True, time.time() - t0, ""
+    except Exception as err:  # a failing notebook is reported; the others still run
+        return False, time.time() - t0, f"{type(err).__name__}: {err}"
+
+
+def latest_run(stem: str, results_root: Path) -> Path | None:
+    """The newest run folder of `stem` holding a summary.json, or None."""
+    runs = sorted((p for p in (results_root / stem).glob("*") if (p / "summary.json").exists()),
+                  key=lambda p: p.stat().st_mtime)
+    return runs[-1] if runs else None
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, float):
+        return "NaN" if math.isnan(x) else f"{x:.4g}"
+    if isinstance(x, (list, tuple)) and len(x) == 2 and all(isinstance(v, (int, float)) for v in x):
+        return f"[{_fmt(x[0])}, {_fmt(x[1])}]"
+    return str(x)
+
+
+def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: Path, command: str) -> Path:
+    """results/REPORT.md: a status table, then per notebook its summary beside the paper's numbers."""
+    lines = ["# Reproduction report", "",
+             f"Written {datetime.now():%Y-%m-%d %H:%M} by `{command}` (profile `{profile}`).", "",
+             "| notebook | status | minutes | run folder |", "|---|---|---|---|"]
+    for r in runs:
+        status = "ok" + (" (earlier run)" if r.earlier else "") if r.ok else "FAILED"
+        lines.append(f"| {r.stem} | {status} | {r.seconds / 60:.1f} | {r.run_dir or '—'} |")
+    for r in runs:
+        lines += ["", f"## {r.stem}", ""]
+        if not r.ok:
+            lines += ["```", r.error.strip()[-2000:], "```"]
+            continue
+        summary = json.loads((r.run_dir / "summary.json").read_text()) if r.run_dir else {}
+        ours = flatten(summary)
+        paper = paper_numbers(r.stem, papers_dir)
+        lines += ["| metric | paper | ours | ours 95% CI |", "|---|---|---|---|"]
+        keys = list(paper) + [k for k in ours if k not in paper and not k.endswith("_ci")]
+        for k in keys:
+            lines.append(f"| `{k}` | {_fmt(paper.get(k))} | {_fmt(ours.get(k))} | {_fmt(ours.get(k + '_ci'))} |")
+        lines += ["", f"Paper notes and the claims judged: `{papers_dir}/{r.stem}.md`."]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir: str | Path = "notebooks",
+              params_dir: str | Path = "params", papers_dir: str | Path = "papers",
+              results_root: str | Path = "results", progress: bool = True) -> int:
+    """Run the notebooks and write results/REPORT.md. Returns a process exit code (0: all ran)."""
+    from tqdm.auto import tqdm
+
+    results_root, papers_dir = Path(results_root), Path(papers_dir)
+    notebooks = find_notebooks(notebooks_dir, only)
+    if not notebooks:
+        print(f"No notebooks in {notebooks_dir}/ yet: nothing to reproduce.")
+        return 0
+    # check every profile file before the first (long) run starts
+    overrides = {nb.stem: profile_parameters(nb, profile, params_dir) for nb in notebooks}
+    command = "python -m dialogrl reproduce" + (f" --only {' '.join(only)}" if only else "") + \
+        (f" --profile {profile}" if profile != "cpu" else "")
+    runs: list[NotebookRun] = []
+    bar = tqdm(notebooks, desc="reproduce", unit="notebook", disable=not progress,
+               bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [elapsed {elapsed}, remaining {remaining}]")
+    for nb in bar:
+        bar.set_postfix_str(nb.stem)
+        run_dir = make_run_dir(nb.stem, root=results_root, run_id=f"{make_run_id()}__{profile}")
+        ok, seconds, error = run_notebook(nb, run_dir, overrides[nb.stem], progress=progress)
+        if ok and not (run_dir / "summary.json").exists():
+            ok, error = False, f"{nb.name} ran but wrote no summary.json to its run folder {run_dir}"
+        runs.append(NotebookRun(nb.stem, run_dir, ok, seconds, error))
+        tqdm.write(f"{nb.stem}: {'ok' if ok else 'FAILED'} in {seconds / 60:.1f} min -> {run_dir}")
+        if error:
+            tqdm.write(error.strip().splitlines()[-1] if error.strip() else error)
+    # notebooks not run now still appear with their latest earlier run
+    ran = {r.stem for r in runs}
+    for nb in find_notebooks(notebooks_dir):
+        if nb.stem not in ran and (prev := latest_run(nb.stem, results_root)):
+            runs.append(NotebookRun(nb.stem, prev, True, 0.0, earlier=True))
+    report = write_report(runs, results_root / "REPORT.md", profile, papers_dir, command)
+    print(f"Report: {report}")
+    return 0 if all(r.ok for r in runs) else 1
+

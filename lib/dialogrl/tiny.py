@@ -1,0 +1,260 @@
+"""Embedded tiny models: small Qwen2-architecture chat models built locally from a dialogue corpus.
+
+Nothing can be downloaded from a model hub on the machines this project is tested on, so the default profile builds
+its own models. Each is a real transformers model with the code paths of a hub instruct model (Qwen2 blocks, a
+byte-level BPE tokenizer, the ChatML chat template with `{% generation %}` markers), just 1-10M parameters:
+
+    corpus   list of conversations, each a list of {"role": "system"|"user"|"assistant", "content": str}
+    build_tiny(corpus, TinyConfig(), out_dir)   tokenizer -> config -> random init -> SFT warm start -> save_pretrained
+    build_tiny_model("tiny-dond")               a named recipe from TINY_MODELS, cached under the user cache folder
+
+The warm start is TRL's SFTTrainer with the loss on assistant turns only (`assistant_only_loss=True`): every role's
+view of a dialogue is one conversation in which that role's own turns are the assistant's.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+# ChatML as Qwen instruct models write it, with TRL's generation markers around each assistant reply so that
+# apply_chat_template(..., return_assistant_tokens_mask=True) marks the reply and its <|im_end|> (the stop token).
+# Unlike Qwen's template there is no default system prompt: the tasks always write their own.
+CHATML_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{%- if message['role'] == 'assistant' %}"
+    "{{- '<|im_start|>assistant\\n' }}"
+    "{%- generation %}{{- message['content'] + '<|im_end|>' }}{%- endgeneration %}"
+    "{{- '\\n' }}"
+    "{%- else %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # pad, turn start, turn end (= eos, as in Qwen)
+
+
+@dataclass
+class TinyConfig:
+    """Sizes and warm-start settings of an embedded model (defaults: ~1.5M parameters, minutes on 2 CPU cores)."""
+    vocab_size: int = 1024           # BPE vocabulary, special tokens and the 256 byte symbols included
+    hidden_size: int = 160           # d_model
+    num_layers: int = 4              # transformer blocks
+    num_heads: int = 4               # query heads (head_dim = hidden_size / num_heads)
+    num_kv_heads: int = 2            # grouped-query attention, as Qwen2
+    intermediate_size: int = 512     # SwiGLU width
+    max_positions: int = 1024        # longest context in tokens
+    epochs: float = 1.0              # SFT passes over the corpus
+    lr: float = 3e-3                 # peak learning rate (cosine decay, 5% warmup)
+    batch_size: int = 32             # conversations per optimizer step
+    max_length: int = 512            # SFT truncation, tokens
+    seed: int = 0                    # init, data order
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class TinyRecipe:
+    """A named embedded model: where its corpus comes from and how big it is."""
+    corpus: str                                       # "module:function" returning a list of conversations
+    corpus_kwargs: dict = field(default_factory=dict)
+    config: TinyConfig = field(default_factory=TinyConfig)
+    description: str = ""
+
+    def make_corpus(self) -> list[list[dict]]:
+        module, fn = self.corpus.split(":")
+        return getattr(importlib.import_module(module), fn)(**self.corpus_kwargs)
+
+
+# The registry of embedded models. Corpus functions are looked up lazily so that importing this module stays cheap.
+TINY_MODELS: dict[str, TinyRecipe] = {
+    "tiny-dond": TinyRecipe(
+        corpus="dialogrl.agents:dond_corpus",
+        corpus_kwargs={"n_dialogues": 8000, "seed": 0},
+        description="Deal or No Deal (offer protocol), warm-started on scripted persona dialogues",
+    ),
+}
+
+
+def cache_root() -> Path:
+    """$DIALOGRL_CACHE, else $XDG_CACHE_HOME/dialogrl, else ~/.cache/dialogrl."""
+    if os.environ.get("DIALOGRL_CACHE"):
+        return Path(os.environ["DIALOGRL_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser() / "dialogrl"
+
+
+def corpus_hash(corpus: list[list[dict]], config: TinyConfig) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps(config.to_dict(), sort_keys=True).encode())
+    h.update(json.dumps(corpus, sort_keys=True, ensure_ascii=False).encode())
+    return h.hexdigest()[:16]
+
+
+def check_corpus(corpus: list[list[dict]]) -> None:
+    """Raise ValueError naming the first malformed conversation (not a list of role/content messages)."""
+    if not corpus:
+        raise ValueError("empty corpus: give at least one conversation")
+    for i, conv in enumerate(corpus):
+        if not isinstance(conv, list) or not conv:
+            raise ValueError(f"conversation {i} is not a non-empty list of messages")
+        for j, m in enumerate(conv):
+            if not isinstance(m, dict) or m.get("role") not in ("system", "user", "assistant") \
+                    or not isinstance(m.get("content"), str):
+                raise ValueError(f"conversation {i}, message {j}: expected {{'role': system|user|assistant, "
+                                 f"'content': str}}, got {m!r}")
+        if not any(m["role"] == "assistant" for m in conv):
+            raise ValueError(f"conversation {i} has no assistant turn: nothing to learn from")
+
+
+def train_tokenizer(texts: list[str], vocab_size: int):
+    """A byte-level BPE tokenizer trained on `texts`, wrapped for transformers, with the ChatML template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    bpe.train_from_iterator(texts, trainer=trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                  additional_special_tokens=["<|im_start|>"], model_max_length=None,
+                                  clean_up_tokenization_spaces=False)
+    tok.chat_template = CHATML_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+def make_model(tok, cfg: TinyConfig):
+    """A randomly initialised Qwen2ForCausalLM sized by `cfg`, with tied input/output embeddings."""
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(
+        vocab_size=len(tok), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads,
+        intermediate_size=cfg.intermediate_size, max_position_embeddings=cfg.max_positions,
+        tie_word_embeddings=True, bos_token_id=None, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(cfg.seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(
+        eos_token_id=[tok.eos_token_id, tok.pad_token_id], pad_token_id=tok.pad_token_id,
+        do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+    return model
+
+
+def _fused_loss_usable() -> bool:
+    """TRL's SFTTrainer computes its loss with a Triton kernel (CUDA/XPU only); CPU runs need the plain loss."""
+    from trl.trainer import utils as trl_utils
+
+    return torch.cuda.is_available() and getattr(trl_utils, "_ChunkedLogProbFunction", None) is not None
+
+
+def _plain_loss_trainer_cls():
+    from transformers import Trainer
+    from trl import SFTTrainer
+
+    class PlainLossSFTTrainer(SFTTrainer):
+        """SFTTrainer with transformers' own causal-LM loss (labels are already -100 outside assistant turns).
+
+        TRL 1.15's SFTTrainer always takes its fused LM-head loss, whose kernel needs Triton and a GPU; on CPU we
+        keep TRL's data handling (chat template, assistant masks, collation) and compute the same token-mean NLL
+        from the logits, as Trainer does.
+        """
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            return Trainer.compute_loss(self, model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
+
+    return PlainLossSFTTrainer
+
+
+def sft_warm_start(model, tok, corpus: list[list[dict]], cfg: TinyConfig, work_dir: str | Path) -> dict:
+    """Supervised warm start with TRL's SFTTrainer, loss on assistant tokens only. Returns the training log summary."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    data = Dataset.from_list([{"messages": conv} for conv in corpus])
+    steps = max(1, int(cfg.epochs * len(corpus) / cfg.batch_size))
+    args = SFTConfig(
+        output_dir=str(work_dir), num_train_epochs=cfg.epochs, per_device_train_batch_size=cfg.batch_size,
+        learning_rate=cfg.lr, lr_scheduler_type="cosine", warmup_steps=max(1, steps // 20), weight_decay=0.0,
+        max_length=cfg.max_length, assistant_only_loss=True, packing=False, gradient_checkpointing=False,
+        optim="adamw_torch", bf16=False, fp16=False, use_cpu=not torch.cuda.is_available(),
+        seed=cfg.seed, data_seed=cfg.seed, logging_steps=max(1, steps // 10), save_strategy="no",
+        report_to="none", disable_tqdm=True, dataset_num_proc=None, dataloader_pin_memory=False,
+    )
+    trainer_cls = SFTTrainer if _fused_loss_usable() else _plain_loss_trainer_cls()
+    trainer = trainer_cls(model=model, args=args, train_dataset=data, processing_class=tok)
+    out = trainer.train()
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
+    return {"train_loss": out.training_loss, "first_loss": losses[0] if losses else None,
+            "last_loss": losses[-1] if losses else None, "steps": trainer.state.global_step}
+
+
+def build_tiny(corpus: list[list[dict]], cfg: TinyConfig | None = None, out_dir: str | Path | None = None,
+               name: str = "tiny") -> Path:
+    """Build an embedded model from a corpus of chat conversations and save it to `out_dir` with save_pretrained.
+
+    The folder then loads with `load_model(out_dir)` or `AutoModelForCausalLM.from_pretrained(out_dir)`, and holds
+    `tiny_build.json` with the config, corpus size, parameter count, warm-start losses and build time.
+    With out_dir=None the model goes to the cache, keyed by a hash of config and corpus, and is reused if there.
+    """
+    cfg = cfg or TinyConfig()
+    check_corpus(corpus)
+    key = corpus_hash(corpus, cfg)
+    if out_dir is None:
+        out_dir = cache_root() / "tiny" / f"{name}-{key}"
+        if (out_dir / "tiny_build.json").exists():
+            return out_dir
+    out_dir = Path(out_dir)
+    t0 = time.time()
+    texts = [f"{m['role']}\n{m['content']}" for conv in corpus for m in conv]  # role names as ChatML writes them
+    tok = train_tokenizer(texts, cfg.vocab_size)
+    model = make_model(tok, cfg)
+    n_params = sum(p.numel() for p in model.parameters())
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))  # built aside, then renamed
+    try:
+        stats = sft_warm_start(model, tok, corpus, cfg, tmp / "sft")
+        shutil.rmtree(tmp / "sft", ignore_errors=True)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        info = {"name": name, "key": key, "config": cfg.to_dict(), "n_conversations": len(corpus),
+                "n_parameters": n_params, "vocab_size": len(tok), "build_seconds": round(time.time() - t0, 1),
+                **stats}
+        (tmp / "tiny_build.json").write_text(json.dumps(info, indent=2) + "\n")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def build_tiny_model(name: str, force: bool = False, out_dir: str | Path | None = None) -> Path:
+    """Build (or fetch from the cache) the embedded model `name` from TINY_MODELS; returns its folder."""
+    if name not in TINY_MODELS:
+        raise ValueError(f"unknown embedded model {name!r}; embedded models: {', '.join(sorted(TINY_MODELS))}")
+    recipe = TINY_MODELS[name]
+    corpus = recipe.make_corpus()
+    if force and out_dir is None:
+        out_dir = cache_root() / "tiny" / f"{name}-{corpus_hash(corpus, recipe.config)}"
+    return build_tiny(corpus, recipe.config, out_dir=out_dir, name=name)
+
+
+def build_info(path: str | Path) -> dict:
+    """The tiny_build.json of a built model folder."""
+    return json.loads((Path(path) / "tiny_build.json").read_text())
+

@@ -1,0 +1,45 @@
+"""Shared fixtures: a toy chat corpus and a tiny model built from it in seconds (the named models take minutes)."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from dialogrl.tiny import TinyConfig, build_tiny
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+# Small enough to build in a few seconds on 2 cores, big enough to learn the toy task's format.
+TOY_CONFIG = TinyConfig(vocab_size=320, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                        intermediate_size=128, epochs=3, batch_size=16, lr=3e-3, max_length=128)
+
+
+def make_toy_corpus(n: int = 300, seed: int = 0) -> list[list[dict]]:
+    """'How many <colour> balls? There are <n>.' -> '<n> <colour> balls.' A format a 0.1M model learns in seconds."""
+    rng = random.Random(seed)
+    corpus = []
+    for _ in range(n):
+        colour, k = rng.choice(["red", "green", "blue", "yellow"]), rng.randint(1, 9)
+        corpus.append([{"role": "system", "content": "You count balls."},
+                       {"role": "user", "content": f"how many {colour} balls? there are {k}."},
+                       {"role": "assistant", "content": f"{k} {colour} balls."}])
+    return corpus
+
+
+@pytest.fixture(scope="session")
+def toy_corpus():
+    return make_toy_corpus()
+
+
+@pytest.fixture(scope="session")
+def toy_model_dir(tmp_path_factory, toy_corpus):
+    return build_tiny(toy_corpus, TOY_CONFIG, out_dir=tmp_path_factory.mktemp("toy") / "toy-model", name="toy")
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real dialogue data not found at {SHARED_DATA} (the shared/ folder beside the repository)")
+    return SHARED_DATA

@@ -1,0 +1,99 @@
+"""load_model: embedded/local/hub resolution, offline errors, named LoRA adapters with their own parameters."""
+import pytest
+import torch
+
+from dialogrl.models import (ModelUnavailableError, adapter_parameters, check_model_name, load_model,
+                             resolve_model_path, use_adapter)
+
+
+def test_unknown_hub_id_offline_names_the_id_and_the_embedded_alternative(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # as on this machine, but without waiting for DNS
+    with pytest.raises(ModelUnavailableError) as err:
+        load_model("nobody-here/no-such-model-1234")
+    msg = str(err.value)
+    assert "nobody-here/no-such-model-1234" in msg and "offline" in msg and "tiny-dond" in msg
+
+
+def test_unreachable_hub_is_detected_quickly_without_offline_mode(monkeypatch):
+    import time
+
+    from dialogrl import models
+
+    monkeypatch.setattr(models, "hub_reachable", lambda timeout=3.0: False)
+    t0 = time.time()
+    with pytest.raises(ModelUnavailableError, match="offline"):
+        resolve_model_path("Qwen/Qwen2.5-0.5B-Instruct-not-cached")
+    assert time.time() - t0 < 10
+
+
+def test_model_name_kinds(tmp_path):
+    assert check_model_name("tiny-dond") == "tiny"
+    assert check_model_name(str(tmp_path)) == "local"
+    assert check_model_name("Qwen/Qwen2.5-0.5B-Instruct") == "hub"
+    with pytest.raises(ValueError, match="unknown embedded model 'tiny-nope'"):
+        check_model_name("tiny-nope")
+
+
+def _train_step(model, tok, name):
+    """One SGD step on the active adapter `name`, with a loss that touches every layer."""
+    use_adapter(model, name)
+    model.train()
+    params = list(adapter_parameters(model, name).values())
+    opt = torch.optim.SGD(params, lr=0.5)
+    batch = tok(["how many red balls? there are 3."], return_tensors="pt")
+    loss = model(**batch, labels=batch["input_ids"]).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+
+
+def test_two_adapters_each_train_only_their_own_parameters(toy_model_dir):
+    model, tok = load_model(str(toy_model_dir), adapters=["seller", "buyer"], device="cpu", lora_r=4)
+    seller, buyer = adapter_parameters(model, "seller"), adapter_parameters(model, "buyer")
+    assert seller and buyer and not set(seller) & set(buyer)
+    snap = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+    _train_step(model, tok, "seller")
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p, snap[n])}
+    assert changed and changed <= set(seller)  # only the seller's LoRA weights moved
+    # peft's B=0 init: one step moves B only; after the step B != 0, so both A and B train from here on
+    assert any("lora_B" in n for n in changed)
+
+    snap = {n: p.detach().clone() for n, p in model.named_parameters()}
+    _train_step(model, tok, "buyer")
+    changed = {n for n, p in model.named_parameters() if not torch.equal(p, snap[n])}
+    assert changed and changed <= set(buyer)
+    assert all(torch.equal(p, snap[n]) for n, p in seller.items())
+
+
+def test_active_adapter_changes_the_output(toy_model_dir):
+    model, tok = load_model(str(toy_model_dir), adapters=["red", "blue"], device="cpu", lora_r=4)
+    _train_step(model, tok, "red")
+    batch = tok(["how many blue balls?"], return_tensors="pt")
+    model.eval()
+    with torch.no_grad():
+        use_adapter(model, "red")
+        out_a = model(**batch).logits
+        use_adapter(model, "blue")
+        out_b = model(**batch).logits
+        with model.disable_adapter():
+            out_base = model(**batch).logits
+    assert not torch.allclose(out_a, out_b)
+    assert torch.allclose(out_b, out_base)  # an untrained adapter (B = 0) is the base model
+    with pytest.raises(ValueError, match="no adapter 'green'"):
+        use_adapter(model, "green")
+
+
+def test_unsloth_flag_falls_back_with_a_warning_without_cuda(toy_model_dir):
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: the flag would really load unsloth")
+    with pytest.warns(UserWarning, match="unsloth"):
+        model, _ = load_model(str(toy_model_dir), use_unsloth=True, device="cpu")
+    assert model is not None
+
+
+def test_bf16_flag(toy_model_dir):
+    model, _ = load_model(str(toy_model_dir), bf16=True, device="cpu")
+    assert next(model.parameters()).dtype == torch.bfloat16

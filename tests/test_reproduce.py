@@ -1,0 +1,65 @@
+"""`python -m dialogrl reproduce` on a fixture notebook of the paper notebooks' shape."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dialogrl.reproduce import find_notebooks, paper_numbers, profile_parameters, reproduce
+
+FIX = Path(__file__).parent / "fixtures"
+KW = dict(notebooks_dir=FIX / "notebooks", params_dir=FIX / "params", papers_dir=FIX / "papers", progress=False)
+
+
+def test_no_notebooks_says_so_and_exits_0(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "dialogrl", "reproduce", "--notebooks", str(tmp_path),
+                          "--results", str(tmp_path / "results")], capture_output=True, text=True)
+    assert out.returncode == 0 and "No notebooks" in out.stdout
+
+
+def test_reproduce_runs_the_notebook_and_writes_the_report(tmp_path):
+    assert reproduce(profile="smoke", results_root=tmp_path, **KW) == 0
+    (run,) = (tmp_path / "00_example").iterdir()
+    assert run.name.endswith("__smoke")
+    for name in ("00_example.ipynb", "config.json", "env.json", "metrics.jsonl", "summary.json", "figures/means.png"):
+        assert (run / name).exists(), name
+    assert json.loads((run / "config.json").read_text())["n_samples"] == 10  # the smoke profile was applied
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "| 00_example | ok |" in report and "| `mean` | 0 |" in report
+
+    # a second run never overwrites the first
+    assert reproduce(profile="smoke", results_root=tmp_path, only=["00_example"], **KW) == 0
+    assert len(list((tmp_path / "00_example").iterdir())) == 2
+
+
+def test_failing_notebook_is_reported_and_exit_code_is_nonzero(tmp_path):
+    params = tmp_path / "params" / "00_example"
+    params.mkdir(parents=True)
+    (params / "smoke.yaml").write_text("n_samples: -5\n")  # the notebook's parameter check rejects it
+    code = reproduce(profile="smoke", results_root=tmp_path / "results",
+                     **{**KW, "params_dir": tmp_path / "params"})
+    assert code == 1
+    report = (tmp_path / "results" / "REPORT.md").read_text()
+    assert "FAILED" in report and "n_samples" in report
+
+
+def test_profile_keys_must_be_notebook_parameters(tmp_path):
+    nb = FIX / "notebooks" / "00_example.ipynb"
+    (tmp_path / "00_example").mkdir()
+    (tmp_path / "00_example" / "smoke.yaml").write_text("n_sampels: 10\n")
+    with pytest.raises(ValueError, match="n_sampels.*not parameters"):
+        profile_parameters(nb, "smoke", tmp_path)
+    with pytest.raises(ValueError, match="unknown profile"):
+        profile_parameters(nb, "paper-scale", tmp_path)
+    assert profile_parameters(nb, "cpu", tmp_path) == {}
+
+
+def test_only_unknown_stem_names_the_choices():
+    with pytest.raises(ValueError, match="00_example"):
+        find_notebooks(FIX / "notebooks", only=["99_nope"])
+
+
+def test_paper_numbers_from_front_matter():
+    assert paper_numbers("00_example", FIX / "papers") == {"mean": 0.0}
+    assert paper_numbers("missing", FIX / "papers") == {}

@@ -1,0 +1,72 @@
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from dialogrl.run import (MetricsLogger, choose_device, make_run_dir, read_metrics, save_summary, seed_everything,
+                          start_run, use_run_dir)
+
+
+def test_seed_everything_repeats_all_generators():
+    def draw():
+        import random
+        return random.random(), float(np.random.rand()), float(torch.rand(1))
+
+    seed_everything(7)
+    a = draw()
+    seed_everything(7)
+    assert draw() == a
+    seed_everything(8)
+    assert draw() != a
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
+def test_seed_must_be_a_nonnegative_int(bad):
+    with pytest.raises(ValueError, match="seed"):
+        seed_everything(bad)
+
+
+def test_run_dirs_never_overwrite(tmp_path):
+    a = make_run_dir("nb", root=tmp_path, run_id="same")
+    b = make_run_dir("nb", root=tmp_path, run_id="same")
+    assert a != b and a.name == "same" and b.name == "same-1"
+    assert (a / "figures").is_dir()
+
+
+def test_use_run_dir_refuses_a_used_folder(tmp_path):
+    run = use_run_dir(tmp_path / "r")
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="never overwrite"):
+        use_run_dir(run)
+
+
+def test_summary_refuses_nan_and_names_the_key(tmp_path):
+    with pytest.raises(ValueError, match="score.ibrl"):
+        save_summary(tmp_path, {"score": {"base": 1.0, "ibrl": math.nan}})
+    path = save_summary(tmp_path, {"score": np.float32(1.5), "ci": np.array([1.0, 2.0])})
+    assert json.loads(path.read_text()) == {"score": 1.5, "ci": [1.0, 2.0]}
+
+
+def test_start_run_writes_config_and_env(tmp_path):
+    run = start_run("nb", {"seed": 3, "lr": 0.1}, root=tmp_path)
+    assert json.loads((run / "config.json").read_text()) == {"seed": 3, "lr": 0.1}
+    env = json.loads((run / "env.json").read_text())
+    assert env["packages"]["torch"] and env["packages"]["transformers"]
+
+
+def test_metrics_logger_round_trip(tmp_path):
+    log = MetricsLogger(tmp_path)
+    log.log(step=0, loss=torch.tensor(2.5), score=np.float64(1.0))
+    log.log(step=1, loss=1.5)
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == [0, 1] and rows[0]["loss"] == 2.5 and "time" in rows[0]
+
+
+def test_choose_device():
+    assert choose_device("cpu").type == "cpu"
+    assert choose_device("auto").type in ("cpu", "cuda", "mps")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA"):
+            choose_device("cuda")

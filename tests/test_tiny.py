@@ -1,0 +1,94 @@
+"""Embedded tiny models: build, save/load both ways, chat template, assistant masks, caching."""
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from conftest import TOY_CONFIG, make_toy_corpus
+from dialogrl.models import load_model
+from dialogrl.run import seed_everything
+from dialogrl.tiny import TINY_MODELS, TinyConfig, build_tiny, check_corpus, corpus_hash
+
+CHAT = [{"role": "system", "content": "You count balls."},
+        {"role": "user", "content": "how many red balls? there are 3."}]
+
+
+def test_build_writes_a_qwen2_model_with_its_record(toy_model_dir):
+    info = json.loads((toy_model_dir / "tiny_build.json").read_text())
+    config = json.loads((toy_model_dir / "config.json").read_text())
+    assert config["model_type"] == "qwen2"
+    assert info["n_parameters"] == sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(toy_model_dir).parameters())
+    assert info["last_loss"] < 0.5 * info["first_loss"]  # the warm start learned something
+
+
+def test_default_config_is_in_the_1_to_10M_range():
+    from dialogrl.tiny import make_model, train_tokenizer
+
+    tok = train_tokenizer(["book hat ball " * 50], TinyConfig().vocab_size)
+    n = sum(p.numel() for p in make_model(tok, TinyConfig()).parameters())
+    assert 1e6 <= n <= 10e6
+
+
+def test_chat_template_behaves_like_qwen_chatml(toy_model_dir):
+    tok = AutoTokenizer.from_pretrained(toy_model_dir)
+    text = tok.apply_chat_template(CHAT, tokenize=False, add_generation_prompt=True)
+    assert text == ("<|im_start|>system\nYou count balls.<|im_end|>\n"
+                    "<|im_start|>user\nhow many red balls? there are 3.<|im_end|>\n<|im_start|>assistant\n")
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+
+
+def test_assistant_mask_covers_the_reply_and_its_stop_token(toy_model_dir):
+    tok = AutoTokenizer.from_pretrained(toy_model_dir)
+    conv = CHAT + [{"role": "assistant", "content": "3 red balls."}, {"role": "user", "content": "thanks"}]
+    out = tok.apply_chat_template(conv, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    ids = [i for i, m in zip(out["input_ids"], out["assistant_masks"]) if m]
+    assert tok.decode(ids) == "3 red balls.<|im_end|>"
+
+
+def test_loads_through_load_model_and_generates_the_learned_format(toy_model_dir):
+    model, tok = load_model(str(toy_model_dir), device="cpu")
+    assert tok.padding_side == "left"
+    enc = tok.apply_chat_template(CHAT, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    seed_everything(0)
+    out = model.generate(**enc, max_new_tokens=12, do_sample=False)
+    reply = tok.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    assert reply.endswith("balls.") and out[0, -1].item() in (tok.eos_token_id, tok.pad_token_id)
+
+
+def test_same_seed_same_sampled_generation(toy_model_dir):
+    model, tok = load_model(str(toy_model_dir), device="cpu")
+    enc = tok.apply_chat_template([CHAT] * 4, add_generation_prompt=True, return_tensors="pt", return_dict=True,
+                                  padding=True)
+
+    def sample(seed):
+        seed_everything(seed)
+        return model.generate(**enc, max_new_tokens=16, do_sample=True, temperature=1.5)
+
+    assert torch.equal(sample(1), sample(1))
+
+
+def test_cache_is_keyed_by_config_and_corpus(tmp_path, monkeypatch, toy_corpus):
+    monkeypatch.setenv("DIALOGRL_CACHE", str(tmp_path))
+    small = TinyConfig(**{**TOY_CONFIG.to_dict(), "epochs": 0.2})
+    first = build_tiny(toy_corpus, small, name="toy")
+    stamp = (first / "tiny_build.json").stat().st_mtime
+    assert build_tiny(toy_corpus, small, name="toy") == first  # reused, not rebuilt
+    assert (first / "tiny_build.json").stat().st_mtime == stamp
+    assert first.parent == tmp_path / "tiny" and corpus_hash(toy_corpus, small) in first.name
+    assert corpus_hash(make_toy_corpus(seed=1), small) != corpus_hash(toy_corpus, small)
+
+
+@pytest.mark.parametrize("corpus, needle", [
+    ([], "empty corpus"),
+    ([[{"role": "user", "content": "hi"}]], "no assistant turn"),
+    ([[{"role": "bot", "content": "hi"}]], "conversation 0, message 0"),
+    ([[{"role": "assistant", "content": 3}]], "conversation 0, message 0"),
+])
+def test_malformed_corpus_is_named(corpus, needle):
+    with pytest.raises(ValueError, match=needle):
+        check_corpus(corpus)
+
+
+def test_registry_names_are_tiny_prefixed():
+    assert TINY_MODELS and all(name.startswith("tiny-") for name in TINY_MODELS)
