@@ -56,8 +56,9 @@ class TinyConfig:
     max_positions: int = 1024        # longest context in tokens
     epochs: float = 1.0              # SFT passes over the corpus
     lr: float = 3e-3                 # peak learning rate (cosine decay, 5% warmup)
-    batch_size: int = 32             # conversations per optimizer step
+    batch_size: int = 16             # conversations per optimizer step
     max_length: int = 512            # SFT truncation, tokens
+    bf16: bool = True                # bf16 autocast in the warm start where the device supports it (weights stay fp32)
     seed: int = 0                    # init, data order
 
     def to_dict(self) -> dict:
@@ -154,6 +155,12 @@ def make_model(tok, cfg: TinyConfig):
     return model
 
 
+def _bf16_supported() -> bool:
+    if torch.cuda.is_available():
+        return torch.cuda.is_bf16_supported()
+    return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+
+
 def _fused_loss_usable() -> bool:
     """TRL's SFTTrainer computes its loss with a Triton kernel (CUDA/XPU only); CPU runs need the plain loss."""
     from trl.trainer import utils as trl_utils
@@ -191,7 +198,8 @@ def sft_warm_start(model, tok, corpus: list[list[dict]], cfg: TinyConfig, work_d
         output_dir=str(work_dir), num_train_epochs=cfg.epochs, per_device_train_batch_size=cfg.batch_size,
         learning_rate=cfg.lr, lr_scheduler_type="cosine", warmup_steps=max(1, steps // 20), weight_decay=0.0,
         max_length=cfg.max_length, assistant_only_loss=True, packing=False, gradient_checkpointing=False,
-        optim="adamw_torch", bf16=False, fp16=False, use_cpu=not torch.cuda.is_available(),
+        optim="adamw_torch", bf16=cfg.bf16 and _bf16_supported(), fp16=False, use_cpu=not torch.cuda.is_available(),
+        train_sampling_strategy="group_by_length",  # batches of similar length: less padding
         seed=cfg.seed, data_seed=cfg.seed, logging_steps=max(1, steps // 10), save_strategy="no",
         report_to="none", disable_tqdm=True, dataset_num_proc=None, dataloader_pin_memory=False,
     )

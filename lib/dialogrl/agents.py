@@ -1,0 +1,338 @@
+"""Agents: anything that writes the next utterance for a batch of games.
+
+    agent.act(requests) -> list[str]        one utterance per request (a game whose turn it is, and the role)
+
+`ScriptedAgent` plays a rule-based persona: it proposes, concedes and accepts by explicit rules over its own private
+values and the public history, and speaks through a small template language with varied phrasing. Scripted
+personas are the held-out counterparts and the synthetic "human" population. `Population` is a weighted set of
+agents, one drawn per game. `LMAgent` (in rollout.py) wraps a causal LM.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from dialogrl.envs.base import GameState, Task
+from dialogrl.envs.dealnodeal import (ITEMS, DealOrNoDeal, all_splits, complement, describe, marker, split_value)
+
+
+@dataclass
+class ActRequest:
+    """A game waiting for `role` to speak. `messages` is the role's chat view (what an LM sees)."""
+    task: Task
+    state: GameState
+    role: str
+    messages: list[dict]
+
+
+@dataclass
+class Utterance:
+    """What a language-model agent said, with the exact tokens (see Turn for the fields' meaning)."""
+    text: str
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+
+
+class Agent:
+    name: str = "agent"
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str | Utterance]:
+        """One utterance per request, in order (a plain string, or an Utterance with its tokens)."""
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------------------- Deal or No Deal personas
+
+@dataclass(frozen=True)
+class Persona:
+    """An aspiration-based negotiator (Faratin-style time-dependent concession).
+
+    Its aspiration (the share of its maximum value, 10, that it demands) falls from `start` to `end` over the talk
+    as a(p) = start - (start - end) * p ** beta, p = talk progress in [0, 1]: beta > 1 concedes late (Boulware),
+    beta < 1 early (conceder). It accepts a standing proposal worth at least 10 * a(p) - `margin`, and on its last
+    turn anything worth its reservation 10 * `end`. Its own proposals demand at least 10 * a(p) and, among those,
+    give the partner what the partner seems to want most (items the partner asked for). `noise` is the chance of
+    an erratic move; `talk` the chance of a line of cheap talk about its preferences.
+    """
+    name: str
+    start: float
+    end: float
+    beta: float = 1.0
+    margin: float = 0.0
+    noise: float = 0.0
+    talk: float = 0.3
+    style: str = "plain"  # phrasing: "plain" or "casual"
+
+
+PERSONAS: dict[str, Persona] = {p.name: p for p in [
+    Persona("greedy", start=1.0, end=0.6, beta=2.0),
+    Persona("fair", start=0.6, end=0.5, beta=1.0, margin=0.5),
+    Persona("stubborn", start=0.9, end=0.7, beta=4.0),
+    Persona("accommodating", start=0.7, end=0.3, beta=0.5, margin=1.0),
+    Persona("erratic", start=0.8, end=0.4, beta=1.0, noise=0.3),
+    Persona("boulware", start=1.0, end=0.5, beta=6.0, talk=0.1),
+    Persona("conceder", start=0.8, end=0.2, beta=0.3, margin=0.5, talk=0.5),
+]}
+
+_PHRASES = {
+    "plain": {
+        "propose": ["i would like {own}.", "how about i take {own} and you take {other}?",
+                    "i need {own}.", "let me have {own}, and {other} is yours.", "give me {own}.",
+                    "you can have {other} if i get {own}."],
+        "counter": ["no, that's not enough for me.", "i can't do that.", "that gives you too much.", ""],
+        "accept": ["deal.", "ok, that works for me.", "sounds good.", "fine, agreed."],
+        "no_deal": ["i can't make that work.", "we won't agree, sorry."],
+        "like": ["i really want the {item}s.", "the {item}s matter most to me.", "i'd love the {item}s."],
+        "dislike": ["i don't care much for the {item}s.", "you can have the {item}s."],
+    },
+    "casual": {
+        "propose": ["can i get {own}?", "ok so {own} for me, {other} for u",
+                    "what if i get {own}", "i'll take {own}, rest is yours"],
+        "counter": ["nah", "hmm no", "no way", "that doesn't work for me", ""],
+        "accept": ["ok deal", "deal!", "sure", "alright fine"],
+        "no_deal": ["forget it", "no deal then"],
+        "like": ["i need the {item}s", "{item}s pls"],
+        "dislike": ["don't need the {item}s", "{item}s are yours"],
+    },
+}
+
+
+def aspiration(p: Persona, progress: float) -> float:
+    """a(p) = start - (start - end) * progress ** beta, in [0, 1]."""
+    return p.start - (p.start - p.end) * min(max(progress, 0.0), 1.0) ** p.beta
+
+
+class ScriptedAgent(Agent):
+    """A scripted Deal or No Deal negotiator playing one Persona (offer protocol), with its own RNG."""
+
+    def __init__(self, persona: Persona | str, seed: int = 0):
+        self.persona = PERSONAS[persona] if isinstance(persona, str) else persona
+        self.name = self.persona.name
+        self.rng = random.Random(seed)
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        return [self.utter(r.task, r.state, r.role) for r in requests]
+
+    def utter(self, task: DealOrNoDeal, state: GameState, role: str) -> str:
+        if state.info.get("phase") == "select":
+            raise ValueError("scripted personas play the offer protocol only")
+        p, rng = self.persona, self.rng
+        counts, values = state.scenario.counts, state.scenario.values[task.roles.index(role)]
+        n = len(state.talk_turns())
+        last_chance = n >= task.max_turns - 2   # the partner may not get to answer a proposal after this one
+        a = aspiration(p, n / max(task.max_turns - 1, 1))
+        standing = state.info.get("offer")
+        offered = None
+        if standing is not None and standing[0] != role:
+            offered = split_value(values, complement(counts, standing[1]))
+        phrases = _PHRASES[p.style]
+
+        if p.noise and rng.random() < p.noise:  # erratic: a random proposal, or a snap acceptance
+            if offered is not None and rng.random() < 0.3:
+                return f"{rng.choice(phrases['accept'])} [accept]"
+            share = rng.choice(all_splits(counts))
+            return self._propose(share, counts, phrases)
+        if offered is not None and (offered >= 10 * a - p.margin or (last_chance and offered >= 10 * p.end)):
+            return f"{rng.choice(phrases['accept'])} [accept]"
+        if n >= task.max_turns - 1 and offered is not None and offered < 10 * p.end:
+            return f"{rng.choice(phrases['no_deal'])} [no deal]"
+        share = self._choose_share(counts, values, a, state, role)
+        talk = ""
+        if p.talk and rng.random() < p.talk:  # cheap talk about its own preferences
+            order = sorted(range(3), key=lambda i: values[i])
+            kind, i = ("like", order[-1]) if rng.random() < 0.6 else ("dislike", order[0])
+            talk = rng.choice(phrases[kind]).format(item=ITEMS[i])
+        return self._propose(share, counts, phrases, reject=offered is not None, talk=talk)
+
+    def _propose(self, share, counts, phrases, reject: bool = False, talk: str = "") -> str:
+        rng = self.rng
+        body = rng.choice(phrases["propose"]).format(own=describe(share), other=describe(complement(counts, share)))
+        parts = [rng.choice(phrases["counter"]) if reject else "", body, talk]
+        return " ".join(x for x in parts if x) + " " + marker(share)
+
+    def _choose_share(self, counts, values, a: float, state: GameState, role: str) -> tuple:
+        """Among shares worth >= 10*a to me, the one the partner seems to value most (its asks weigh items)."""
+        want = [1.0, 1.0, 1.0]
+        for t in state.talk_turns():  # the partner's proposals show what it wants
+            if t.role != role and t.action and t.action.get("type") == "propose" and t.invalid is None:
+                want = [w + s / c for w, s, c in zip(want, t.action["share"], counts)]
+        splits = all_splits(counts)
+        ok = [s for s in splits if split_value(values, s) >= 10 * a - 1e-9]
+        if not ok:
+            ok = [max(splits, key=lambda s: split_value(values, s))]
+
+        def key(s):
+            partner = sum(w * x for w, x in zip(want, complement(counts, s)))
+            return (partner, -split_value(values, s), self.rng.random())
+        return max(ok, key=key)
+
+
+@dataclass
+class Population(Agent):
+    """A weighted set of agents; each game draws one member (by its scenario id and the seed) for all its turns."""
+    members: dict[str, Agent]
+    weights: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+    name: str = "population"
+
+    def pick(self, state: GameState, role: str) -> str:
+        """The member that plays `role` in this game: drawn once per game, reproducibly from (seed, scenario, role)."""
+        picks = state.info.setdefault("population", {})
+        if role not in picks:
+            names = sorted(self.members)
+            rng = random.Random(f"{self.seed}/{getattr(state.scenario, 'id', 0)}/{role}")
+            picks[role] = rng.choices(names, weights=[self.weights.get(n, 1.0) for n in names])[0]
+        return picks[role]
+
+    def act(self, requests: Sequence[ActRequest]) -> list:
+        out: list = [None] * len(requests)
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(self.pick(r.state, r.role), []).append(i)
+        for name, idx in groups.items():
+            for i, text in zip(idx, self.members[name].act([requests[i] for i in idx])):
+                out[i] = text
+        return out
+
+
+def persona_population(names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
+                       seed: int = 0, style: str | None = None) -> Population:
+    """A Population of scripted personas (all of PERSONAS by default), optionally all speaking in `style`."""
+    names = list(names or PERSONAS)
+    unknown = [n for n in names if n not in PERSONAS]
+    if unknown:
+        raise ValueError(f"unknown persona(s) {unknown}; personas: {', '.join(PERSONAS)}")
+    members = {}
+    for i, n in enumerate(names):
+        p = PERSONAS[n] if style is None else Persona(**{**PERSONAS[n].__dict__, "style": style})
+        members[n] = ScriptedAgent(p, seed=seed * 1000 + i)
+    return Population(members, dict(weights or {}), seed=seed)
+
+
+# ------------------------------------------------------------------------------------------ language-model agents
+
+class LMAgent(Agent):
+    """A causal LM (optionally one named LoRA adapter of it) that speaks from its chat view.
+
+    One `act` call is one batched `generate` over every request (left padding, stop at the end-of-turn token,
+    at most `max_new_tokens` per turn). Each Utterance keeps the prompt ids the role saw, the sampled completion
+    ids and their log-probs under the sampling distribution (after temperature and top-p).
+    In a selection phase (Deal or No Deal, `selection` protocol) with `select_by_likelihood`, the agent does not
+    decode: it scores every valid split of the pool and 'no agreement' by its log-likelihood and takes the best,
+    as Lewis et al. did with a separate selection step.
+    """
+
+    def __init__(self, model, tokenizer, adapter: str | None = None, name: str | None = None,
+                 max_new_tokens: int = 48, temperature: float = 1.0, top_p: float = 1.0,
+                 select_by_likelihood: bool = True):
+        self.model, self.tok, self.adapter = model, tokenizer, adapter
+        self.name = name or adapter or "lm"
+        self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
+        self.select_by_likelihood = select_by_likelihood
+        self.stop_ids = [tokenizer.eos_token_id] + ([tokenizer.pad_token_id] if tokenizer.pad_token_id is not None
+                                                   and tokenizer.pad_token_id != tokenizer.eos_token_id else [])
+
+    def _activate(self):
+        if self.adapter is not None:
+            from dialogrl.models import use_adapter
+
+            use_adapter(self.model, self.adapter)
+
+    def act(self, requests: Sequence[ActRequest]) -> list[Utterance]:
+        out: list = [None] * len(requests)
+        select = [i for i, r in enumerate(requests)
+                  if self.select_by_likelihood and r.state.info.get("phase") == "select"]
+        talk = [i for i in range(len(requests)) if i not in set(select)]
+        if talk:
+            for i, u in zip(talk, self.generate([requests[i].messages for i in talk])):
+                out[i] = u
+        for i in select:
+            out[i] = Utterance(self.select(requests[i]))
+        return out
+
+    def encode(self, messages_batch: Sequence[list[dict]]) -> list[list[int]]:
+        """Each chat view through the chat template, with the generation prompt: the exact ids the role sees."""
+        return [self.tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)
+                ["input_ids"] for m in messages_batch]
+
+    @staticmethod
+    def left_pad(seqs: Sequence[list[int]], pad_id: int, device) -> tuple:
+        import torch
+
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s):] = torch.tensor(s)
+            mask[i, width - len(s):] = 1
+        return ids.to(device), mask.to(device)
+
+    def generate(self, messages_batch: Sequence[list[dict]]) -> list[Utterance]:
+        import torch
+
+        self._activate()
+        prompts = self.encode(messages_batch)
+        dev = next(self.model.parameters()).device
+        ids, mask = self.left_pad(prompts, self.tok.pad_token_id, dev)
+        with torch.no_grad():
+            gen = self.model.generate(
+                input_ids=ids, attention_mask=mask, do_sample=True, temperature=self.temperature,
+                top_p=self.top_p, top_k=0, max_new_tokens=self.max_new_tokens, eos_token_id=self.stop_ids,
+                pad_token_id=self.tok.pad_token_id, return_dict_in_generate=True, output_scores=True)
+        new = gen.sequences[:, ids.shape[1]:]                                   # (B, T_new)
+        # log pi(a_t | s_t) under the sampling distribution: the processed scores are what was sampled from
+        scores = torch.stack(gen.scores, dim=1).float().log_softmax(-1)         # (B, T_new, V)
+        logp = scores.gather(-1, new.unsqueeze(-1)).squeeze(-1)                 # (B, T_new)
+        out = []
+        for b in range(len(prompts)):
+            row = new[b].tolist()
+            n = next((k + 1 for k, t in enumerate(row) if t in self.stop_ids), len(row))  # keep the stop token
+            text = self.tok.decode(row[:n], skip_special_tokens=True).strip()
+            out.append(Utterance(text, prompts[b], row[:n], logp[b, :n].tolist()))
+        return out
+
+    def select(self, request: ActRequest) -> str:
+        """The most likely selection text among every split of the pool and 'no agreement'."""
+        import torch
+
+        self._activate()
+        counts = request.state.scenario.counts
+        candidates = [" ".join(f"{item}={n}" for item, n in zip(ITEMS, s)) for s in all_splits(counts)]
+        candidates.append("no agreement")
+        prompt = self.encode([request.messages])[0]
+        seqs = [prompt + self.tok(c, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
+                for c in candidates]
+        dev = next(self.model.parameters()).device
+        ids, mask = self.left_pad(seqs, self.tok.pad_token_id, dev)
+        with torch.no_grad():
+            logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
+        logp = logits[:, :-1].log_softmax(-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (N, L-1)
+        total = [logp[i, -(len(s) - len(prompt)):].sum().item() for i, s in enumerate(seqs)]
+        return candidates[max(range(len(candidates)), key=total.__getitem__)]
+
+
+# ------------------------------------------------------------------------------------------------ the corpus
+
+def dond_corpus(n_dialogues: int = 8000, seed: int = 0, personas: Sequence[str] | None = None,
+                max_turns: int = 10, views: str = "both", style: str | None = None) -> list[list[dict]]:
+    """Scripted persona self-play dialogues as chat conversations, the warm-start corpus of `tiny-dond`.
+
+    Each game pairs two personas drawn from `personas` (all by default) on a scenario drawn with `seed`.
+    views="both" gives each game twice, once from each role's view (its own turns as assistant); "one" gives one
+    role's view per game, alternating. Scenario seeds here are `seed` itself; evaluation draws from other seeds.
+    """
+    from dialogrl.rollout import play
+
+    if views not in ("both", "one"):
+        raise ValueError(f"views={views!r}: choose 'both' or 'one'")
+    task = DealOrNoDeal(protocol="offer", max_turns=max_turns)
+    scenarios = task.sample_scenarios(n_dialogues, seed=seed)
+    pop_a = persona_population(personas, seed=seed * 2 + 1, style=style)
+    pop_b = persona_population(personas, seed=seed * 2 + 2, style=style)
+    corpus = []
+    for k, ep in enumerate(play(task, {"A": pop_a, "B": pop_b}, scenarios)):
+        roles = task.roles if views == "both" else (task.roles[k % 2],)
+        corpus += [task.view(ep.state, r) for r in roles]
+    return corpus

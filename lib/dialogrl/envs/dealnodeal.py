@@ -1,0 +1,311 @@
+"""Deal or No Deal (Lewis et al., EMNLP 2017): two roles split a pool of books, hats and balls.
+
+Rules (as in the paper and its data):
+  - 3 item types; each count 1..7, 5..7 items in all; each role's values are non-negative integers with
+    sum(count * value) = 10; every type is worth something to at least one role; some type is worth something to both.
+  - Roles alternate, A first. The talk ends when a role ends it, or after `max_turns` turns.
+  - Score = sum(own count * own value) on agreement, 0 for both otherwise.
+
+Two text protocols (parameter `protocol`):
+
+  "selection" (the original, and the protocol of the human logs): free-text turns; a turn containing `<selection>`
+      ends the talk (so does the turn cap). Then each role privately states the split it believes was agreed, as
+      `book=1 hat=0 ball=2` (own counts; a `them: ...` part may follow and is ignored by the rule, as in the paper),
+      `item0=1 item1=0 item2=2` (the logs' form) or `no agreement`. Agreement iff, for every item type, the two
+      roles' own claims add up exactly to the pool count. A malformed selection counts as invalid and as no agreement.
+
+  "offer" (the default for small models): free-text turns that may carry one marker:
+      `[propose book=1 hat=0 ball=2]`  the speaker's own share (the partner would get the rest);
+      `[accept]`                       accept the partner's standing proposal: the game ends with that split;
+      `[no deal]`                      end the game with 0 for both.
+      A proposal stands until the next proposal. No deal by the turn cap scores 0.
+      Invalid markers (an [accept] with no standing proposal from the partner, a proposal beyond the pool, a
+      malformed or repeated marker) are counted, have no effect (the turn is forfeited) and, by default, cost the
+      speaker `invalid_penalty` points of reward: RL learns to stall with invalid markers when they are free.
+      The `score` metric is always the game's score; `reward` = score - invalid_penalty * (own invalid turns).
+"""
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from dialogrl.envs.base import GameState, Task, Turn, history_messages
+
+ITEMS = ("book", "hat", "ball")
+PROTOCOLS = ("offer", "selection")
+TOTAL_VALUE = 10
+
+
+@dataclass(frozen=True)
+class DondScenario:
+    """A pool and each role's private values (A speaks first). `id` is the generator's index for pairing."""
+    counts: tuple[int, int, int]
+    values: tuple[tuple[int, int, int], tuple[int, int, int]]  # (values of A, values of B)
+    id: int = 0
+
+
+# ----------------------------------------------------------------------------------------------- the generator
+
+@lru_cache(maxsize=None)
+def count_vectors() -> list[tuple[int, int, int]]:
+    """Every pool allowed by the rules: each count 1..7, 5..7 items in all."""
+    return [c for c in itertools.product(range(1, 8), repeat=3) if 5 <= sum(c) <= 7]
+
+
+@lru_cache(maxsize=None)
+def value_vectors(counts: tuple[int, int, int]) -> list[tuple[int, int, int]]:
+    """Every non-negative integer value vector v with sum(counts * v) == 10."""
+    return [v for v in itertools.product(*(range(TOTAL_VALUE // c + 1) for c in counts))
+            if sum(c * x for c, x in zip(counts, v)) == TOTAL_VALUE]
+
+
+def valid_values(va: Sequence[int], vb: Sequence[int]) -> bool:
+    """Every type is worth something to someone, and some type is worth something to both."""
+    return all(a > 0 or b > 0 for a, b in zip(va, vb)) and any(a > 0 and b > 0 for a, b in zip(va, vb))
+
+
+def sample_scenario(rng: random.Random, id: int = 0) -> DondScenario:
+    """A pool uniform over count_vectors(); then a value pair uniform over the pairs that satisfy the rules."""
+    while True:
+        counts = rng.choice(count_vectors())
+        vs = value_vectors(counts)
+        pairs = [(a, b) for a in vs for b in vs if valid_values(a, b)]
+        if pairs:
+            va, vb = rng.choice(pairs)
+            return DondScenario(counts, (va, vb), id)
+
+
+# --------------------------------------------------------------------------------------- splits and their values
+
+def all_splits(counts: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Every own-share vector (0..count per type): the candidate deals for one role."""
+    return list(itertools.product(*(range(c + 1) for c in counts)))
+
+
+def split_value(values: Sequence[int], share: Sequence[int]) -> int:
+    return int(sum(v * s for v, s in zip(values, share)))
+
+
+def complement(counts: Sequence[int], share: Sequence[int]) -> tuple[int, int, int]:
+    return tuple(c - s for c, s in zip(counts, share))
+
+
+def is_pareto_optimal(scenario: DondScenario, share_a: Sequence[int]) -> bool:
+    """True if no other split of the pool is at least as good for both roles and better for one."""
+    va, vb = scenario.values
+    a, b = split_value(va, share_a), split_value(vb, complement(scenario.counts, share_a))
+    for s in all_splits(scenario.counts):
+        a2, b2 = split_value(va, s), split_value(vb, complement(scenario.counts, s))
+        if a2 >= a and b2 >= b and (a2 > a or b2 > b):
+            return False
+    return True
+
+
+def describe(share: Sequence[int]) -> str:
+    """(1, 0, 2) -> '1 book and 2 balls'; (0, 0, 0) -> 'nothing'."""
+    parts = [f"{n} {item}{'s' if n != 1 else ''}" for n, item in zip(share, ITEMS) if n]
+    if not parts:
+        return "nothing"
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def marker(share: Sequence[int]) -> str:
+    return "[propose " + " ".join(f"{item}={n}" for item, n in zip(ITEMS, share)) + "]"
+
+
+# ------------------------------------------------------------------------------------------------------ parsing
+
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_PROPOSE = re.compile(r"^\s*propose\s+book\s*=\s*(\d+)\s+hat\s*=\s*(\d+)\s+ball\s*=\s*(\d+)\s*$", re.I)
+_SELECT_ITEMS = re.compile(r"item0\s*=\s*(\d+)\s+item1\s*=\s*(\d+)\s+item2\s*=\s*(\d+)", re.I)
+_SELECT_NAMES = re.compile(r"book\s*=\s*(\d+)\s+hat\s*=\s*(\d+)\s+ball\s*=\s*(\d+)", re.I)
+SELECTION_TOKEN = "<selection>"
+
+
+def parse_offer(text: str, counts: Sequence[int]) -> tuple[dict, str | None]:
+    """Parse one offer-protocol utterance into (action, invalid reason or None).
+
+    Actions: {"type": "talk"}, {"type": "propose", "share": (b, h, l)}, {"type": "accept"}, {"type": "no_deal"}.
+    """
+    found = _BRACKET.findall(text)
+    if not found:
+        return {"type": "talk"}, None
+    if len(found) > 1:
+        return {"type": "talk"}, f"{len(found)} markers in one turn"
+    body = found[0].strip().lower()
+    if body == "accept":
+        return {"type": "accept"}, None
+    if body in ("no deal", "nodeal", "no_deal"):
+        return {"type": "no_deal"}, None
+    m = _PROPOSE.match(body)
+    if not m:
+        return {"type": "talk"}, f"malformed marker [{found[0]}]"
+    share = tuple(int(x) for x in m.groups())
+    if any(s > c for s, c in zip(share, counts)):
+        return {"type": "talk"}, f"proposal {share} beyond the pool {tuple(counts)}"
+    return {"type": "propose", "share": share}, None
+
+
+def parse_selection(text: str, counts: Sequence[int]) -> tuple[dict, str | None]:
+    """Parse a selection: own counts, or no agreement. Returns (action, invalid reason or None)."""
+    low = text.strip().lower()
+    if "no agreement" in low or "disconnect" in low or "<no_agreement>" in low:
+        return {"type": "select", "share": None}, None
+    m = _SELECT_ITEMS.search(low) or _SELECT_NAMES.search(low)  # the first match is the role's own share
+    if not m:
+        return {"type": "select", "share": None}, "malformed selection"
+    share = tuple(int(x) for x in m.groups())
+    if any(s > c for s, c in zip(share, counts)):
+        return {"type": "select", "share": None}, f"selection {share} beyond the pool {tuple(counts)}"
+    return {"type": "select", "share": share}, None
+
+
+# --------------------------------------------------------------------------------------------------- the task
+
+class DealOrNoDeal(Task):
+    """Deal or No Deal as a two-role Task. Roles 'A' (speaks first) and 'B'.
+
+    protocol: "offer" (default) or "selection" (the original); see the module docstring.
+    max_turns: talk turns (both roles together) before the talk ends without a deal.
+    invalid_penalty: reward points a role loses per invalid turn (offer markers and selections); 0 makes them free.
+    """
+    name = "dealnodeal"
+    roles = ("A", "B")
+
+    def __init__(self, protocol: str = "offer", max_turns: int = 10, invalid_penalty: float = 1.0):
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol={protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise ValueError(f"max_turns={max_turns!r}: must be an int >= 1")
+        if invalid_penalty < 0:
+            raise ValueError(f"invalid_penalty={invalid_penalty!r}: must be >= 0")
+        self.protocol, self.max_turns, self.invalid_penalty = protocol, max_turns, float(invalid_penalty)
+
+    # -- scenarios and views
+    def sample_scenarios(self, n: int, seed: int) -> list[DondScenario]:
+        rng = random.Random(seed)
+        return [sample_scenario(rng, id=i) for i in range(n)]
+
+    def system_prompt(self, scenario: DondScenario, role: str) -> str:
+        counts, values = scenario.counts, scenario.values[self.roles.index(role)]
+        pool = " ".join(f"{item}={c}" for item, c in zip(ITEMS, counts))
+        vals = " ".join(f"{item}={v}" for item, v in zip(ITEMS, values))
+        head = f"Deal or No Deal. Pool: {pool}. Your values: {vals}. "
+        if self.protocol == "offer":
+            return head + ("Propose your share with [propose book=N hat=N ball=N], answer with [accept] or a "
+                           f"counter-offer, or end with [no deal]. At most {self.max_turns} turns.")
+        return head + (f"Agree on a split, then write {SELECTION_TOKEN} to end the talk. "
+                       f"At most {self.max_turns} turns.")
+
+    def view(self, state: GameState, role: str) -> list[dict]:
+        msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
+        msgs += history_messages(state, role, opening="You speak first.")
+        if state.info.get("phase") == "select":
+            msgs.append({"role": "user", "content": "Selection: write the agreed split as "
+                         "'book=N hat=N ball=N' (your share), or 'no agreement'."})
+        return msgs
+
+    # -- turns
+    def current_role(self, state: GameState) -> str:
+        if state.info.get("phase") == "select":
+            chosen = state.info.get("selections", {})
+            return next(r for r in self.roles if r not in chosen)
+        return self.roles[len(state.talk_turns()) % 2]
+
+    def step(self, state: GameState, text: str) -> Turn:
+        if state.done:
+            raise RuntimeError("the game is over")
+        role, counts = self.current_role(state), state.scenario.counts
+        if state.info.get("phase") == "select":
+            action, invalid = parse_selection(text, counts)
+            turn = Turn(role, text, action, invalid, phase="select")
+            state.turns.append(turn)
+            state.info.setdefault("selections", {})[role] = action["share"]
+            if len(state.info["selections"]) == len(self.roles):
+                state.done = True
+            return turn
+        if self.protocol == "offer":
+            turn = self._step_offer(state, role, text)
+        else:
+            turn = Turn(role, text, {"type": "select_now" if SELECTION_TOKEN in text else "talk"})
+            state.turns.append(turn)
+            if SELECTION_TOKEN in text:
+                state.end_reason = "selection"
+        if not state.done and state.end_reason is None and len(state.talk_turns()) >= self.max_turns:
+            state.end_reason = "turn_cap"
+            state.done = self.protocol == "offer"
+        if self.protocol == "selection" and state.end_reason is not None:
+            state.info["phase"] = "select"  # the talk is over; both roles now state their selections
+        return turn
+
+    def _step_offer(self, state: GameState, role: str, text: str) -> Turn:
+        action, invalid = parse_offer(text, state.scenario.counts)
+        standing = state.info.get("offer")  # (proposer, proposer's share)
+        if invalid is None and action["type"] == "accept" and (standing is None or standing[0] == role):
+            invalid = "accept without a standing proposal from the partner"
+        turn = Turn(role, text, action, invalid)
+        state.turns.append(turn)
+        if invalid is not None:
+            return turn  # forfeited: no effect on the game
+        if action["type"] == "propose":
+            state.info["offer"] = (role, action["share"])
+        elif action["type"] == "accept":
+            proposer, share = standing
+            other = complement(state.scenario.counts, share)
+            state.info["deal"] = {proposer: share, role: other}
+            state.done, state.end_reason = True, "accept"
+        elif action["type"] == "no_deal":
+            state.done, state.end_reason = True, "no_deal"
+        return turn
+
+    # -- outcome
+    def deal(self, state: GameState) -> dict[str, tuple] | None:
+        """Each role's own share if the game ended in agreement, else None."""
+        if self.protocol == "offer":
+            return state.info.get("deal")
+        sel = state.info.get("selections", {})
+        shares = [sel.get(r) for r in self.roles]
+        if any(s is None for s in shares):
+            return None
+        if all(a + b == c for a, b, c in zip(*shares, state.scenario.counts)):
+            return dict(zip(self.roles, shares))
+        return None
+
+    def outcome(self, state: GameState) -> dict[str, dict]:
+        deal = self.deal(state)
+        pareto = deal is not None and is_pareto_optimal(state.scenario, deal[self.roles[0]])
+        out = {}
+        for i, role in enumerate(self.roles):
+            score = split_value(state.scenario.values[i], deal[role]) if deal else 0
+            n_invalid = sum(t.invalid is not None for t in state.turns if t.role == role)
+            out[role] = {"score": float(score), "reward": float(score) - self.invalid_penalty * n_invalid,
+                         "agreed": deal is not None, "pareto": pareto, "n_invalid": n_invalid,
+                         "share": deal[role] if deal else None}
+        return out
+
+    def metrics(self, states: Sequence[GameState]) -> dict:
+        """Rates and means over finished games; `score` is the mean over both roles."""
+        outs = [self.outcome(s) for s in states]
+        a, b = self.roles
+        agreed = np.array([o[a]["agreed"] for o in outs], dtype=float)
+        pareto = np.array([o[a]["pareto"] for o in outs], dtype=float)
+        score_a = np.array([o[a]["score"] for o in outs])
+        score_b = np.array([o[b]["score"] for o in outs])
+        turns = [t for s in states for t in s.turns]
+        return {
+            "n_games": len(states),
+            "agreement": float(agreed.mean()),
+            f"score_{a}": float(score_a.mean()),
+            f"score_{b}": float(score_b.mean()),
+            "score": float((score_a.mean() + score_b.mean()) / 2),
+            "joint": float((score_a + score_b).mean()),
+            "pareto": float(pareto.sum() / max(agreed.sum(), 1)),  # among agreed deals
+            "invalid_rate": sum(t.invalid is not None for t in turns) / max(len(turns), 1),
+            "turns": float(np.mean([len(s.talk_turns()) for s in states])),
+        }

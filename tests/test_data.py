@@ -1,0 +1,93 @@
+"""The real Deal or No Deal logs (Lewis et al. 2017) through the task's rules.
+
+Reads the copies in ../shared/data/dealnodeal/ (never committed here); skipped with a message where they are absent.
+"""
+from collections import Counter
+
+import pytest
+
+from dialogrl.data import (DOND_HUB_ID, dond_record_from_hub_row, load_dond, load_dond_raw, parse_raw_line, replay)
+from dialogrl.envs import DealOrNoDeal
+from dialogrl.envs.dealnodeal import split_value
+
+TASK = DealOrNoDeal(protocol="selection", max_turns=1000)  # humans were not capped at 10 turns
+
+
+def test_every_logged_dialogue_reproduces_its_recorded_agreement_and_reward(shared_data):
+    records = load_dond_raw(shared_data / "dealnodeal" / "data.txt")
+    assert len(records) > 5800
+    n = Counter()
+    for rec in records:
+        out = TASK.outcome(replay(TASK, rec))
+        both = len(rec.recorded) == 2
+        for role, line in rec.recorded.items():
+            values = rec.scenario.values[TASK.roles.index(role)]
+            own = rec.selections[role]
+            if own is not None:  # the reward field is the value of the role's own selection (not zeroed)
+                assert line["reward"] == split_value(values, own)
+            if not both:
+                n["single"] += 1
+                continue
+            # the file's flag: the two selections match (a deal, or both said no agreement / disconnected)
+            both_none = all(s is None for s in rec.selections.values())
+            assert line["agree"] == (out[role]["agreed"] or both_none)
+            if out[role]["agreed"]:
+                assert out[role]["score"] == line["reward"]
+                n["deal"] += 1
+            else:
+                assert out[role]["score"] == 0
+                n["no deal"] += 1
+    assert n["deal"] > 9000 and n["no deal"] > 1000  # both outcomes are exercised
+
+
+@pytest.mark.parametrize("split", ["val", "test"])
+def test_tagged_files_agree_with_the_rules(shared_data, split):
+    records = load_dond(shared_data / "dealnodeal" / f"{split}.txt")
+    assert len(records) > 1000
+    for rec in records:
+        deal = all(s is not None for s in rec.selections.values())
+        out = TASK.outcome(replay(TASK, rec))
+        assert out["A"]["agreed"] == deal  # every numeric output splits the pool exactly
+        if deal:
+            assert tuple(a + b for a, b in zip(rec.selections["A"], rec.selections["B"])) == rec.scenario.counts
+
+
+def test_scenarios_in_the_logs_obey_the_generator_rules(shared_data):
+    from dialogrl.envs.dealnodeal import valid_values
+
+    for rec in load_dond(shared_data / "dealnodeal" / "val.txt"):
+        c, (va, vb) = rec.scenario.counts, rec.scenario.values
+        assert sum(x * y for x, y in zip(c, va)) == 10 == sum(x * y for x, y in zip(c, vb))
+        assert 5 <= sum(c) <= 7 and valid_values(va, vb)
+
+
+def test_hub_row_format():
+    row = {"input": {"count": [1, 4, 1], "value": [0, 2, 2]},
+           "dialogue": "YOU: i would like 4 hats <eos> THEM: deal <eos> YOU: <selection>",
+           "output": "item0=0 item1=4 item2=0 item0=1 item1=0 item2=1",
+           "partner_input": {"count": [1, 4, 1], "value": [4, 1, 2]}}
+    rec = dond_record_from_hub_row(row)
+    assert rec.scenario.counts == (1, 4, 1) and rec.scenario.values == ((0, 2, 2), (4, 1, 2))
+    out = TASK.outcome(replay(TASK, rec))
+    assert out["A"]["score"] == 8 and out["B"]["score"] == 6
+
+
+def test_malformed_lines_name_the_problem(tmp_path):
+    with pytest.raises(ValueError, match="not a Deal or No Deal data.txt line"):
+        parse_raw_line("hello world")
+    bad = tmp_path / "data.txt"
+    bad.write_text("1 0 4 2 1 2 YOU: hi <eos> reward=8 agree 1 4 4 1 1 2\n")
+    with pytest.raises(ValueError, match="data.txt:1: no selection"):
+        load_dond(bad)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="no data.txt"):
+        load_dond(empty)
+
+
+def test_hub_id_offline_is_a_clear_error(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OSError, match="offline"):
+        load_dond(DOND_HUB_ID)
