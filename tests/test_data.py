@@ -28,9 +28,9 @@ def test_every_logged_dialogue_reproduces_its_recorded_agreement_and_reward(shar
             if not both:
                 n["single"] += 1
                 continue
-            # the file's flag: the two selections match (a deal, or both said no agreement / disconnected)
-            both_none = all(s is None for s in rec.selections.values())
-            assert line["agree"] == (out[role]["agreed"] or both_none)
+            # the file's flag: the two selections match (a deal, or both said "no agreement", or both disconnected)
+            same_refusal = len({r["selection"] for r in rec.recorded.values()}) == 1 and own is None
+            assert line["agree"] == (out[role]["agreed"] or same_refusal)
             if out[role]["agreed"]:
                 assert out[role]["score"] == line["reward"]
                 n["deal"] += 1

@@ -215,3 +215,25 @@ def replay(task: DealOrNoDeal, record: DondRecord) -> GameState:
         task.step(state, "no agreement" if share is None else " ".join(
             f"{item}={n}" for item, n in zip(("book", "hat", "ball"), share)))
     return state
+
+
+def dond_human_corpus(source: str | Path, max_turns: int = 20, views: str = "both") -> list[list[dict]]:
+    """The human logs as chat conversations (selection protocol), the warm-start corpus of a human-log tiny-dond.
+
+    Each role's view of a logged dialogue, ending with its selection as its last assistant message. Dialogues
+    longer than `max_turns` talk turns are left out (the prompt promises that cap).
+    """
+    task = DealOrNoDeal(protocol="selection", max_turns=max_turns)
+    corpus = []
+    for k, rec in enumerate(load_dond(source)):
+        if sum(1 for _, t in rec.turns) > max_turns:
+            continue
+        state = replay(task, rec)
+        roles = task.roles if views == "both" else (task.roles[k % 2],)
+        for role in roles:
+            if role not in rec.selections:
+                continue  # the file lacks this role's selection
+            before = GameState(state.scenario, [t for t in state.turns if t.phase == "talk"], info={"phase": "select"})
+            sel = next(t.text for t in state.turns if t.phase == "select" and t.role == role)
+            corpus.append(task.view(before, role) + [{"role": "assistant", "content": sel}])
+    return corpus

@@ -1,0 +1,101 @@
+"""Evaluation of frozen policies against counterpart panels: cross-play matrices with bootstrap 95% CIs.
+
+    games = cross_play(task, {"base": base_agent, "ibrl": ibrl_agent}, panel, scenarios, seats=("A", "B"))
+    table = summarize(games)            # one row per (policy, counterpart): mean and 95% CI of every metric
+    diff = paired_difference(games, "ibrl", "base", "score")   # paired by scenario, seat and counterpart
+
+Every cell plays the same scenarios (paired comparisons), from a seed range that training never uses.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from dialogrl.agents import Agent
+from dialogrl.envs.base import Task
+from dialogrl.rollout import Episode, play
+from dialogrl.run import seed_everything
+
+GAME_METRICS = ("score", "partner_score", "joint", "agreed", "pareto", "invalid_rate", "reward")
+
+
+def bootstrap_ci(x: Sequence[float], level: float = 0.95, n_resamples: int = 2000, seed: int = 0
+                 ) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean (scipy.stats.bootstrap); a constant sample gives (x0, x0)."""
+    from scipy.stats import bootstrap
+
+    x = np.asarray(x, dtype=float)
+    if len(x) == 0:
+        return (float("nan"), float("nan"))
+    if np.all(x == x[0]):
+        return (float(x[0]), float(x[0]))
+    res = bootstrap((x,), np.mean, confidence_level=level, n_resamples=n_resamples, method="percentile",
+                    random_state=np.random.default_rng(seed))
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
+def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> list[dict]:
+    """One row per game, from the point of view of the role in `seat`."""
+    rows = []
+    for ep in episodes:
+        me, other = ep.outcome[seat], ep.outcome[task.other(seat)]
+        mine = [t for t in ep.state.turns if t.role == seat]
+        rows.append({**labels, "seat": seat, "scenario": getattr(ep.scenario, "id", None),
+                     "score": me["score"], "partner_score": other["score"], "joint": me["score"] + other["score"],
+                     "agreed": float(me.get("agreed", False)), "pareto": float(me.get("pareto", False)),
+                     "invalid_rate": sum(t.invalid is not None for t in mine) / max(len(mine), 1),
+                     "reward": me["reward"], "turns": len(ep.state.talk_turns())})
+    return rows
+
+
+def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, Agent], scenarios: Sequence,
+               seats: Sequence[str] | None = None, seed: int = 0, transcripts: str | Path | None = None,
+               n_transcripts: int = 3) -> pd.DataFrame:
+    """Play every policy against every counterpart, in every seat, on the same scenarios.
+
+    Returns one row per game (policy, counterpart, seat, scenario, and GAME_METRICS from the policy's seat).
+    With `transcripts`, the first `n_transcripts` games of every cell are appended to that JSONL file.
+    """
+    seats = tuple(seats or task.roles)
+    rows = []
+    for pname, policy in policies.items():
+        for cname, counterpart in counterparts.items():
+            for seat in seats:
+                seed_everything(seed)  # every cell sees the same sampling noise stream
+                agents = {seat: policy, task.other(seat): counterpart}
+                episodes = play(task, agents, scenarios)
+                rows += game_rows(task, episodes, seat, policy=pname, counterpart=cname)
+                if transcripts:
+                    with open(transcripts, "a") as f:
+                        for ep in episodes[:n_transcripts]:
+                            rec = {"policy": pname, "counterpart": cname, "seat": seat, **ep.transcript()}
+                            f.write(json.dumps(rec, default=str) + "\n")
+    return pd.DataFrame(rows)
+
+
+def summarize(games: pd.DataFrame, by: Sequence[str] = ("policy", "counterpart"),
+              metrics: Sequence[str] = ("score", "agreed", "pareto", "joint", "invalid_rate")) -> pd.DataFrame:
+    """Mean and bootstrap 95% CI of each metric per group: columns <metric>, <metric>_lo, <metric>_hi, n."""
+    out = []
+    for key, g in games.groupby(list(by), sort=False):
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        row["n"] = len(g)
+        for m in metrics:
+            lo, hi = bootstrap_ci(g[m].to_numpy())
+            row.update({m: float(g[m].mean()), f"{m}_lo": lo, f"{m}_hi": hi})
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def paired_difference(games: pd.DataFrame, a: str, b: str, metric: str, by: str = "policy") -> dict:
+    """Mean of metric(a) - metric(b) over games paired by scenario, seat and counterpart, with its 95% CI."""
+    keys = ["counterpart", "seat", "scenario"]
+    ga = games[games[by] == a].set_index(keys)[metric]
+    gb = games[games[by] == b].set_index(keys)[metric]
+    d = (ga - gb.reindex(ga.index)).dropna().to_numpy()
+    lo, hi = bootstrap_ci(d)
+    return {"diff": float(d.mean()) if len(d) else float("nan"), "lo": lo, "hi": hi, "n": int(len(d))}

@@ -1,0 +1,57 @@
+"""Cross-play evaluation, bootstrap CIs, paired differences, transcripts and the heatmap."""
+import json
+
+import numpy as np
+import pytest
+
+from dialogrl.agents import ScriptedAgent
+from dialogrl.envs import DealOrNoDeal
+from dialogrl.evaluate import bootstrap_ci, cross_play, paired_difference, summarize
+from dialogrl.plots import bars_with_ci, crossplay_heatmap
+
+TASK = DealOrNoDeal()
+
+
+def test_bootstrap_ci_covers_the_mean_and_shrinks_with_n():
+    rng = np.random.default_rng(0)
+    small, large = rng.normal(5, 1, 50), rng.normal(5, 1, 5000)
+    lo, hi = bootstrap_ci(small)
+    assert lo < small.mean() < hi
+    lo2, hi2 = bootstrap_ci(large)
+    assert hi2 - lo2 < (hi - lo) / 5 and lo2 < 5 < hi2
+    assert bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
+
+
+@pytest.fixture(scope="module")
+def games(tmp_path_factory):
+    path = tmp_path_factory.mktemp("eval") / "transcripts.jsonl"
+    policies = {"greedy": ScriptedAgent("greedy", 0), "conceder": ScriptedAgent("conceder", 0)}
+    panel = {"fair": ScriptedAgent("fair", 1), "stubborn": ScriptedAgent("stubborn", 1)}
+    df = cross_play(TASK, policies, panel, TASK.sample_scenarios(100, seed=5), transcripts=path, n_transcripts=2)
+    return df, path
+
+
+def test_cross_play_grid(games):
+    df, path = games
+    assert len(df) == 2 * 2 * 2 * 100  # policies x counterparts x seats x scenarios
+    table = summarize(df)
+    assert set(table["policy"]) == {"greedy", "conceder"} and (table["n"] == 200).all()
+    assert (table["score_lo"] <= table["score"]).all() and (table["score"] <= table["score_hi"]).all()
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(lines) == 2 * 2 * 2 * 2 and {"policy", "counterpart", "seat", "turns", "outcome"} <= set(lines[0])
+
+
+def test_paired_difference(games):
+    df, _ = games
+    d = paired_difference(df, "greedy", "conceder", "agreed")
+    assert d["n"] == 400 and d["lo"] < d["diff"] < d["hi"] < 0  # the greedy persona walks away more often
+    same = paired_difference(df, "greedy", "greedy", "score")
+    assert same["diff"] == 0 == same["lo"] == same["hi"]
+
+
+def test_figures(games, tmp_path):
+    df, _ = games
+    table = summarize(df)
+    crossplay_heatmap(table, "score", path=tmp_path / "heat.png")
+    bars_with_ci(summarize(df, by=("policy",)), "agreed", path=tmp_path / "bars.png")
+    assert (tmp_path / "heat.png").stat().st_size > 1000 and (tmp_path / "bars.png").stat().st_size > 1000

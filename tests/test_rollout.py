@@ -1,0 +1,140 @@
+"""Scripted personas, populations, the corpus generator and the batched rollout engine."""
+import pytest
+import torch
+
+from conftest import TOY_CONFIG
+from dialogrl.agents import PERSONAS, LMAgent, ScriptedAgent, dond_corpus, persona_population
+from dialogrl.envs import DealOrNoDeal
+from dialogrl.models import load_model
+from dialogrl.rollout import play
+from dialogrl.run import seed_everything
+from dialogrl.tiny import TinyConfig, build_tiny
+
+TASK = DealOrNoDeal()
+
+
+@pytest.fixture(scope="module")
+def dond_toy(tmp_path_factory):
+    """A DoND model trained for seconds: it speaks the format badly, which exercises the malformed-input paths."""
+    cfg = TinyConfig(**{**TOY_CONFIG.to_dict(), "max_length": 512, "epochs": 1.0})
+    path = build_tiny(dond_corpus(300, seed=0, views="one"), cfg,
+                      out_dir=tmp_path_factory.mktemp("dond") / "m", name="dond-toy")
+    return load_model(str(path), device="cpu")
+
+
+def test_every_persona_pair_plays_valid_games():
+    scenarios = TASK.sample_scenarios(60, seed=1)
+    rates = []
+    for a in PERSONAS:
+        for b in PERSONAS:
+            m = TASK.metrics([e.state for e in play(TASK, {"A": ScriptedAgent(a, 1), "B": ScriptedAgent(b, 2)},
+                                                    scenarios)])
+            assert m["invalid_rate"] == 0  # personas never break the rules
+            rates.append(m["agreement"])
+    assert sum(rates) / len(rates) > 0.8  # they mostly reach deals, as human negotiators do (~80%)
+
+
+def test_personas_differ_in_toughness():
+    scenarios = TASK.sample_scenarios(200, seed=2)
+
+    def score_vs_fair(p):
+        eps = play(TASK, {"A": ScriptedAgent(p, 1), "B": ScriptedAgent("fair", 2)}, scenarios)
+        return TASK.metrics([e.state for e in eps])["score_A"]
+    assert score_vs_fair("greedy") > score_vs_fair("fair") > score_vs_fair("conceder") - 1.0
+
+
+def test_same_seed_same_games():
+    scenarios = TASK.sample_scenarios(30, seed=3)
+
+    def run():
+        pop_a, pop_b = persona_population(seed=1), persona_population(seed=2)
+        return [e.transcript() for e in play(TASK, {"A": pop_a, "B": pop_b}, scenarios)]
+    assert run() == run()
+
+
+def test_population_draws_each_member_reproducibly():
+    pop = persona_population(["greedy", "fair"], weights={"greedy": 3.0, "fair": 1.0}, seed=0)
+    eps = play(TASK, {"A": pop, "B": ScriptedAgent("fair", 0)}, TASK.sample_scenarios(400, seed=4))
+    picks = [e.agents["A"] for e in eps]
+    assert set(picks) == {"greedy", "fair"} and 0.65 < picks.count("greedy") / len(picks) < 0.85
+    with pytest.raises(ValueError, match="unknown persona"):
+        persona_population(["nobody"])
+
+
+def test_corpus_views():
+    corpus = dond_corpus(10, seed=0, views="both")
+    assert len(corpus) == 20 and all(any(m["role"] == "assistant" for m in c) for c in corpus)
+    view_a, view_b = corpus[0], corpus[1]  # the same game from both sides: A's turns are B's partner turns
+    assert [m["content"] for m in view_a if m["role"] == "assistant"] == \
+        [m["content"] for m in view_b if m["role"] == "user"]
+    assert len(dond_corpus(10, seed=0, views="one")) == 10
+
+
+def test_lm_turns_keep_their_tokens_and_roles(dond_toy):
+    model, tok = dond_toy
+    agent = LMAgent(model, tok, max_new_tokens=24)
+    seed_everything(0)
+    eps = play(TASK, {"A": agent, "B": ScriptedAgent("fair", 0)}, TASK.sample_scenarios(8, seed=5))
+    for ep in eps:
+        for k, turn in enumerate(ep.state.turns):
+            assert turn.role == ("A", "B")[k % 2]
+            if turn.role == "B":
+                assert turn.completion_ids is None and turn.agent == "fair"
+                continue
+            assert turn.agent == "lm" and len(turn.logprobs) == len(turn.completion_ids) > 0
+            assert len(turn.completion_ids) <= 24
+            # the prompt is exactly the role's view at that turn through the chat template
+            state_then = TASK.reset(ep.scenario)
+            state_then.turns = ep.state.turns[:k]
+            assert turn.prompt_ids == agent.encode([TASK.view(state_then, "A")])[0]
+            stopped = turn.completion_ids[-1] in agent.stop_ids
+            assert stopped or len(turn.completion_ids) == 24
+
+
+def test_sampling_logprobs_match_a_fresh_forward_pass(dond_toy):
+    model, tok = dond_toy
+    agent = LMAgent(model, tok, max_new_tokens=16, temperature=1.0)
+    seed_everything(1)
+    eps = play(TASK, {"A": agent, "B": agent}, TASK.sample_scenarios(4, seed=6))
+    turn = eps[0].state.turns[1]
+    ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(turn.prompt_ids) - 1:-1]
+    fresh = logits.log_softmax(-1).gather(-1, torch.tensor(turn.completion_ids)[:, None]).squeeze(-1)
+    assert torch.allclose(fresh, torch.tensor(turn.logprobs), atol=1e-4)
+
+
+def test_rollout_is_deterministic_for_a_seed(dond_toy):
+    model, tok = dond_toy
+    agent = LMAgent(model, tok, max_new_tokens=16)
+    scenarios = TASK.sample_scenarios(6, seed=7)
+
+    def run(seed):
+        seed_everything(seed)
+        return [[t.text for t in e.state.turns] for e in play(TASK, {"A": agent, "B": agent}, scenarios)]
+    assert run(3) == run(3)
+
+
+def test_malformed_model_output_never_crashes_and_is_counted(dond_toy):
+    model, tok = dond_toy
+    agent = LMAgent(model, tok, max_new_tokens=8)  # truncated turns: many markers are cut off
+    seed_everything(2)
+    eps = play(TASK, {"A": agent, "B": agent}, TASK.sample_scenarios(16, seed=8))
+    assert all(e.state.done for e in eps)
+    assert TASK.metrics([e.state for e in eps])["invalid_rate"] >= 0
+
+
+def test_selection_by_likelihood_returns_a_valid_selection(dond_toy):
+    model, tok = dond_toy
+    task = DealOrNoDeal(protocol="selection", max_turns=2)
+    agent = LMAgent(model, tok, max_new_tokens=8)
+    seed_everything(0)
+    eps = play(task, {"A": agent, "B": agent}, task.sample_scenarios(3, seed=9))
+    for ep in eps:
+        sel = [t for t in ep.state.turns if t.phase == "select"]
+        assert len(sel) == 2 and all(t.invalid is None for t in sel)
+
+
+def test_play_needs_an_agent_per_role():
+    with pytest.raises(ValueError, match="no agent for role"):
+        play(TASK, {"A": ScriptedAgent("fair")}, TASK.sample_scenarios(1, seed=0))
