@@ -216,8 +216,8 @@ def persona_population(names: Sequence[str] | None = None, weights: dict[str, fl
 class LMAgent(Agent):
     """A causal LM (optionally one named LoRA adapter of it) that speaks from its chat view.
 
-    One `act` call is one batched `generate` over every request (left padding, stop at the end-of-turn token,
-    at most `max_new_tokens` per turn). Each Utterance keeps the prompt ids the role saw, the sampled completion
+    One `act` call samples every request in one batch (left padding, stop at the end-of-turn token, at most
+    `max_new_tokens` per turn; finished rows leave the batch). Each Utterance keeps the prompt ids the role saw, the sampled completion
     ids and their log-probs under the sampling distribution (after temperature and top-p).
     In a selection phase (Deal or No Deal, `selection` protocol) with `select_by_likelihood`, the agent does not
     decode: it scores every valid split of the pool and 'no agreement' by its log-likelihood and takes the best,
@@ -270,28 +270,63 @@ class LMAgent(Agent):
         return ids.to(device), mask.to(device)
 
     def generate(self, messages_batch: Sequence[list[dict]]) -> list[Utterance]:
+        """Sample one turn for every chat view in one batch (a lean sampling loop over the KV cache).
+
+        Rows leave the batch as soon as they emit a stop token, so no compute is spent on finished rows; with a
+        fixed torch seed the samples are reproducible.
+        """
         import torch
 
         self._activate()
         prompts = self.encode(messages_batch)
         dev = next(self.model.parameters()).device
         ids, mask = self.left_pad(prompts, self.tok.pad_token_id, dev)
+        stop = torch.tensor(self.stop_ids, device=dev)
+        picked, picked_logp, picked_rows = [], [], []
         with torch.no_grad():
-            gen = self.model.generate(
-                input_ids=ids, attention_mask=mask, do_sample=True, temperature=self.temperature,
-                top_p=self.top_p, top_k=0, max_new_tokens=self.max_new_tokens, eos_token_id=self.stop_ids,
-                pad_token_id=self.tok.pad_token_id, return_dict_in_generate=True, output_scores=True)
-        new = gen.sequences[:, ids.shape[1]:]                                   # (B, T_new)
-        # log pi(a_t | s_t) under the sampling distribution: the processed scores are what was sampled from
-        scores = torch.stack(gen.scores, dim=1).float().log_softmax(-1)         # (B, T_new, V)
-        logp = scores.gather(-1, new.unsqueeze(-1)).squeeze(-1)                 # (B, T_new)
-        out = []
-        for b in range(len(prompts)):
-            row = new[b].tolist()
-            n = next((k + 1 for k, t in enumerate(row) if t in self.stop_ids), len(row))  # keep the stop token
-            text = self.tok.decode(row[:n], skip_special_tokens=True).strip()
-            out.append(Utterance(text, prompts[b], row[:n], logp[b, :n].tolist()))
-        return out
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)                           # (B, T) positions under left padding
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
+            past, logits = out.past_key_values, out.logits[:, -1]
+            rows = torch.arange(len(prompts), device=dev)                      # batch row -> request index
+            next_pos = pos[:, -1] + 1
+            for step in range(self.max_new_tokens):
+                logp = self.sampling_logprobs(logits)                           # (b, V) log pi_sample(. | s)
+                tok = torch.multinomial(logp.exp(), 1).squeeze(-1)              # (b,)
+                picked.append(tok), picked_logp.append(logp.gather(-1, tok[:, None]).squeeze(-1))
+                picked_rows.append(rows)
+                live = ~torch.isin(tok, stop)
+                if step == self.max_new_tokens - 1 or not live.any():
+                    break
+                if not live.all():  # drop finished rows from the batch and the cache
+                    keep = live.nonzero().squeeze(-1)
+                    past.batch_select_indices(keep)
+                    rows, mask, tok, next_pos = rows[keep], mask[keep], tok[keep], next_pos[keep]
+                mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
+                out = self.model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None],
+                                 past_key_values=past, use_cache=True)
+                past, logits = out.past_key_values, out.logits[:, -1]
+                next_pos = next_pos + 1
+        completions = [[] for _ in prompts]
+        logps = [[] for _ in prompts]
+        for tok, lp, r in zip(picked, picked_logp, picked_rows):
+            for i, t, l in zip(r.tolist(), tok.tolist(), lp.tolist()):
+                completions[i].append(t)
+                logps[i].append(l)
+        return [Utterance(self.tok.decode(c, skip_special_tokens=True).strip(), p, c, lp)
+                for p, c, lp in zip(prompts, completions, logps)]
+
+    def sampling_logprobs(self, logits):
+        """Log-probs of the sampling distribution: logits / temperature, then nucleus (top-p) truncation."""
+        import torch
+
+        logits = logits.float() / self.temperature
+        if self.top_p < 1.0:
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(-1)
+            drop = probs.cumsum(-1) - probs > self.top_p        # keep the smallest prefix with mass >= top_p
+            sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
+            logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
+        return logits.log_softmax(-1)
 
     def select(self, request: ActRequest) -> str:
         """The most likely selection text among every split of the pool and 'no agreement'."""

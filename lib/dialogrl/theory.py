@@ -129,9 +129,9 @@ class CompoundingCheck:
     gap_ci: np.ndarray               # (K, 2)
     context_shift: np.ndarray        # sum_t TV(c_t) = sum_i (H - i) eps_i: the shift the contexts carry in all
     bound: np.ndarray                # R_max * context_shift
-    quadratic_coef: float            # c in gap = b H + c H^2
+    quadratic_coef: float            # c in gap = a + b H + c H^2
     quadratic_ci: tuple[float, float]
-    linear_coef: float               # b in gap = b H
+    linear_coef: float               # b in gap = a + b H
     aic: dict                        # {"linear": ..., "quadratic": ...}
     bic: dict
     verdict: str                     # "quadratic" or "linear"
@@ -147,11 +147,14 @@ class CompoundingCheck:
 
 
 def _fits(h: np.ndarray, y: np.ndarray) -> tuple:
-    """OLS through the origin (no turns, no gap): y = b H and y = b H + c H^2. Returns both fitted results."""
+    """OLS fits y = a + b H and y = a + b H + c H^2. Returns both fitted results (statsmodels).
+
+    The intercept stays free: where the gap is zero (H = 0 or H = 1) depends on how a task counts turns.
+    """
     import statsmodels.api as sm
 
-    lin = sm.OLS(y, h[:, None]).fit()
-    quad = sm.OLS(y, np.c_[h, h ** 2]).fit()
+    lin = sm.OLS(y, np.c_[np.ones_like(h), h]).fit()
+    quad = sm.OLS(y, np.c_[np.ones_like(h), h, h ** 2]).fit()
     return lin, quad
 
 
@@ -164,8 +167,8 @@ def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], 
     returns_p, returns_q: per horizon, the per-dialogue returns J under training-like contexts (P) and deployment
         contexts (Q); the gap is |mean(P) - mean(Q)|, bootstrapped by resampling dialogues.
     eps: the per-turn shifts eps_1..eps_Hmax (e.g. ShiftEstimate.increments()), in TV units.
-    Fits gap = b H and gap = b H + c H^2 (through the origin); `verdict` is "quadratic" when the quadratic model wins
-    on `criterion` (AIC or BIC) and the 95% bootstrap CI of c lies above 0, else "linear".
+    Fits gap = a + b H and gap = a + b H + c H^2; `verdict` is "quadratic" when the quadratic model wins on
+    `criterion` (AIC or BIC) and the 95% bootstrap CI of c lies above 0, else "linear".
     """
     h = np.asarray(horizons, float)
     eps = np.asarray(eps, float)
@@ -188,17 +191,17 @@ def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], 
     for _ in range(n_boot):
         g = np.array([abs(rng.choice(a, len(a)).mean() - rng.choice(b, len(b)).mean()) for a, b in zip(rp, rq)])
         boot_gaps.append(g)
-        boot_c.append(_fits(h, g)[1].params[1])
+        boot_c.append(_fits(h, g)[1].params[2])
     boot_gaps = np.array(boot_gaps)
     c_lo, c_hi = np.quantile(boot_c, [0.025, 0.975])
     ic = {"linear": float(getattr(lin, criterion)), "quadratic": float(getattr(quad, criterion))}
     verdict = "quadratic" if ic["quadratic"] < ic["linear"] and c_lo > 0 else "linear"
     return CompoundingCheck(
         horizons=h, gap=gap, gap_ci=np.quantile(boot_gaps, [0.025, 0.975], axis=0).T, context_shift=ctx,
-        bound=r_max * ctx, quadratic_coef=float(quad.params[1]), quadratic_ci=(float(c_lo), float(c_hi)),
-        linear_coef=float(lin.params[0]), aic={"linear": float(lin.aic), "quadratic": float(quad.aic)},
+        bound=r_max * ctx, quadratic_coef=float(quad.params[2]), quadratic_ci=(float(c_lo), float(c_hi)),
+        linear_coef=float(lin.params[1]), aic={"linear": float(lin.aic), "quadratic": float(quad.aic)},
         bic={"linear": float(lin.bic), "quadratic": float(quad.bic)}, verdict=verdict,
-        bound_holds=bool(np.all(gap <= r_max * ctx + 1e-12)), shift_quadratic_coef=float(_fits(h, ctx)[1].params[1]),
+        bound_holds=bool(np.all(gap <= r_max * ctx + 1e-12)), shift_quadratic_coef=float(_fits(h, ctx)[1].params[2]),
         r_max=r_max)
 
 
@@ -217,12 +220,12 @@ def plot_compounding(check: CompoundingCheck, shift: ShiftEstimate | None = None
         ax.legend()
     ax = axes[-1]
     h = check.horizons
-    grid = np.linspace(0, h.max(), 100)
     lin, quad = _fits(h, check.gap)
     ax.errorbar(h, check.gap, yerr=[check.gap - check.gap_ci[:, 0], check.gap_ci[:, 1] - check.gap],
                 fmt="o", color="black", capsize=3, label="measured gap")
-    ax.plot(grid, lin.params[0] * grid, "--", label=f"linear (BIC {check.bic['linear']:.1f})")
-    ax.plot(grid, quad.params[0] * grid + quad.params[1] * grid ** 2, "-",
+    grid = np.linspace(h.min(), h.max(), 100)
+    ax.plot(grid, lin.params[0] + lin.params[1] * grid, "--", label=f"linear (BIC {check.bic['linear']:.1f})")
+    ax.plot(grid, quad.params[0] + quad.params[1] * grid + quad.params[2] * grid ** 2, "-",
             label=f"quadratic (BIC {check.bic['quadratic']:.1f})")
     ax.plot(h, check.bound, "s:", color="grey", label="bound R_max sum (H-i) eps_i")
     ax.set_xlabel("horizon H (turns)")
