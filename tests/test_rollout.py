@@ -91,17 +91,34 @@ def test_lm_turns_keep_their_tokens_and_roles(dond_toy):
             assert stopped or len(turn.completion_ids) == 24
 
 
-def test_sampling_logprobs_match_a_fresh_forward_pass(dond_toy):
+@pytest.mark.parametrize("reuse_cache", [True, False])
+def test_sampling_logprobs_match_a_fresh_forward_pass(dond_toy, reuse_cache):
+    """Every turn of every game, batched with others and (by default) continued from its KV cache, has the
+    log-probs that one fresh forward pass over its own prompt + completion gives."""
     model, tok = dond_toy
-    agent = LMAgent(model, tok, max_new_tokens=16, temperature=1.0)
+    agent = LMAgent(model, tok, max_new_tokens=16, temperature=1.0, reuse_cache=reuse_cache)
     seed_everything(1)
-    eps = play(TASK, {"A": agent, "B": agent}, TASK.sample_scenarios(4, seed=6))
-    turn = eps[0].state.turns[1]
-    ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, len(turn.prompt_ids) - 1:-1]
-    fresh = logits.log_softmax(-1).gather(-1, torch.tensor(turn.completion_ids)[:, None]).squeeze(-1)
-    assert torch.allclose(fresh, torch.tensor(turn.logprobs), atol=1e-4)
+    eps = play(TASK, {"A": agent, "B": agent}, TASK.sample_scenarios(6, seed=6))
+    n = 0
+    for ep in eps:
+        for turn in ep.state.turns:
+            ids = torch.tensor([turn.prompt_ids + turn.completion_ids])
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, len(turn.prompt_ids) - 1:-1]
+            fresh = logits.log_softmax(-1).gather(-1, torch.tensor(turn.completion_ids)[:, None]).squeeze(-1)
+            assert torch.allclose(fresh, torch.tensor(turn.logprobs), atol=1e-4)
+            n += 1
+    assert n > 12 and not agent._cache  # play() released the caches
+
+
+def test_top_p_and_temperature_logprobs(dond_toy):
+    model, tok = dond_toy
+    agent = LMAgent(model, tok, temperature=0.7, top_p=0.9)
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
+    lp = agent.sampling_logprobs(logits)
+    p = (logits / 0.7).softmax(-1)[0]
+    kept = p[:2] / p[:2].sum() if p[0] < 0.9 else p[:1] / p[:1].sum()  # the smallest head with mass >= 0.9
+    assert torch.allclose(lp[0, :len(kept)].exp(), kept, atol=1e-6) and torch.isinf(lp[0, -1])
 
 
 def test_rollout_is_deterministic_for_a_seed(dond_toy):

@@ -216,9 +216,10 @@ def persona_population(names: Sequence[str] | None = None, weights: dict[str, fl
 class LMAgent(Agent):
     """A causal LM (optionally one named LoRA adapter of it) that speaks from its chat view.
 
-    One `act` call samples every request in one batch (left padding, stop at the end-of-turn token, at most
-    `max_new_tokens` per turn; finished rows leave the batch). Each Utterance keeps the prompt ids the role saw, the sampled completion
-    ids and their log-probs under the sampling distribution (after temperature and top-p).
+    One `act` call samples every request in one batch (stop at the end-of-turn token, at most `max_new_tokens` per
+    turn; finished rows leave the batch; with `reuse_cache` each game continues from its KV cache of the role's
+    previous turn). Each Utterance keeps the prompt ids the role saw, the sampled completion ids and their
+    log-probs under the sampling distribution (after temperature and top-p).
     In a selection phase (Deal or No Deal, `selection` protocol) with `select_by_likelihood`, the agent does not
     decode: it scores every valid split of the pool and 'no agreement' by its log-likelihood and takes the best,
     as Lewis et al. did with a separate selection step.
@@ -226,8 +227,10 @@ class LMAgent(Agent):
 
     def __init__(self, model, tokenizer, adapter: str | None = None, name: str | None = None,
                  max_new_tokens: int = 48, temperature: float = 1.0, top_p: float = 1.0,
-                 select_by_likelihood: bool = True):
+                 select_by_likelihood: bool = True, reuse_cache: bool = True):
         self.model, self.tok, self.adapter = model, tokenizer, adapter
+        self.reuse_cache = reuse_cache
+        self._cache: dict[tuple, tuple] = {}  # (id(state), role) -> (state, CachedPrefix of its last turn)
         self.name = name or adapter or "lm"
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.select_by_likelihood = select_by_likelihood
@@ -245,8 +248,10 @@ class LMAgent(Agent):
         select = [i for i, r in enumerate(requests)
                   if self.select_by_likelihood and r.state.info.get("phase") == "select"]
         talk = [i for i in range(len(requests)) if i not in set(select)]
+        self.clear_cache(finished_only=True)
         if talk:
-            for i, u in zip(talk, self.generate([requests[i].messages for i in talk])):
+            batch = [requests[i] for i in talk]
+            for i, u in zip(talk, self.generate([r.messages for r in batch], batch)):
                 out[i] = u
         for i in select:
             out[i] = Utterance(self.select(requests[i]))
@@ -269,51 +274,34 @@ class LMAgent(Agent):
             mask[i, width - len(s):] = 1
         return ids.to(device), mask.to(device)
 
-    def generate(self, messages_batch: Sequence[list[dict]]) -> list[Utterance]:
-        """Sample one turn for every chat view in one batch (a lean sampling loop over the KV cache).
+    def generate(self, messages_batch: Sequence[list[dict]], requests: Sequence[ActRequest] | None = None
+                 ) -> list[Utterance]:
+        """Sample one turn for every chat view in one batch.
 
-        Rows leave the batch as soon as they emit a stop token, so no compute is spent on finished rows; with a
-        fixed torch seed the samples are reproducible.
+        With `requests` (and reuse_cache), each game's role continues from its KV cache of its previous turn
+        (see dialogrl.sampling); the sampled tokens are the same as from a fresh forward pass.
         """
-        import torch
+        from dialogrl.sampling import sample_turns
 
         self._activate()
         prompts = self.encode(messages_batch)
-        dev = next(self.model.parameters()).device
-        ids, mask = self.left_pad(prompts, self.tok.pad_token_id, dev)
-        stop = torch.tensor(self.stop_ids, device=dev)
-        picked, picked_logp, picked_rows = [], [], []
-        with torch.no_grad():
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)                           # (B, T) positions under left padding
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
-            past, logits = out.past_key_values, out.logits[:, -1]
-            rows = torch.arange(len(prompts), device=dev)                      # batch row -> request index
-            next_pos = pos[:, -1] + 1
-            for step in range(self.max_new_tokens):
-                logp = self.sampling_logprobs(logits)                           # (b, V) log pi_sample(. | s)
-                tok = torch.multinomial(logp.exp(), 1).squeeze(-1)              # (b,)
-                picked.append(tok), picked_logp.append(logp.gather(-1, tok[:, None]).squeeze(-1))
-                picked_rows.append(rows)
-                live = ~torch.isin(tok, stop)
-                if step == self.max_new_tokens - 1 or not live.any():
-                    break
-                if not live.all():  # drop finished rows from the batch and the cache
-                    keep = live.nonzero().squeeze(-1)
-                    past.batch_select_indices(keep)
-                    rows, mask, tok, next_pos = rows[keep], mask[keep], tok[keep], next_pos[keep]
-                mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
-                out = self.model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                                 past_key_values=past, use_cache=True)
-                past, logits = out.past_key_values, out.logits[:, -1]
-                next_pos = next_pos + 1
-        completions = [[] for _ in prompts]
-        logps = [[] for _ in prompts]
-        for tok, lp, r in zip(picked, picked_logp, picked_rows):
-            for i, t, l in zip(r.tolist(), tok.tolist(), lp.tolist()):
-                completions[i].append(t)
-                logps[i].append(l)
+        keys = [(id(r.state), r.role) for r in requests] if (requests is not None and self.reuse_cache) else None
+        prefixes = None
+        if keys is not None:
+            prefixes = [self._cache[k][1] if k in self._cache and self._cache[k][0] is r.state else None
+                        for k, r in zip(keys, requests)]
+        completions, logps, caches = sample_turns(
+            self.model, prompts, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens, self.sampling_logprobs,
+            prefixes=prefixes, keep_cache=keys is not None)
+        if keys is not None:
+            for k, r, c in zip(keys, requests, caches):
+                self._cache[k] = (r.state, c)
         return [Utterance(self.tok.decode(c, skip_special_tokens=True).strip(), p, c, lp)
                 for p, c, lp in zip(prompts, completions, logps)]
+
+    def clear_cache(self, finished_only: bool = False) -> None:
+        """Drop the kept KV caches (only those of finished games with finished_only)."""
+        self._cache = {k: v for k, v in self._cache.items() if finished_only and not v[0].done}
 
     def sampling_logprobs(self, logits):
         """Log-probs of the sampling distribution: logits / temperature, then nucleus (top-p) truncation."""

@@ -63,6 +63,9 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_rounds: 
                 turn = task.step(states[i], u.text)
                 turn.agent = getattr(agent, "name", None)
                 turn.prompt_ids, turn.completion_ids, turn.logprobs = u.prompt_ids, u.completion_ids, u.logprobs
+    for agent in {id(a): a for a in agents.values()}.values():
+        if hasattr(agent, "clear_cache"):
+            agent.clear_cache()  # the finished games' KV caches
     return [Episode(s, _agent_names(task, agents, s), task.outcome(s)) for s in states]
 
 
