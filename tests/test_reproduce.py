@@ -63,3 +63,10 @@ def test_only_unknown_stem_names_the_choices():
 def test_paper_numbers_from_front_matter():
     assert paper_numbers("00_example", FIX / "papers") == {"mean": 0.0}
     assert paper_numbers("missing", FIX / "papers") == {}
+
+
+def test_build_tiny_cli_lists_the_embedded_models():
+    out = subprocess.run([sys.executable, "-m", "dialogrl", "build-tiny", "--list"], capture_output=True, text=True)
+    assert out.returncode == 0 and "tiny-dond:" in out.stdout and "tiny-dond-human:" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "dialogrl", "build-tiny", "tiny-nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown embedded model 'tiny-nope'" in bad.stderr
