@@ -237,11 +237,16 @@ class LMAgent(Agent):
         self.stop_ids = [tokenizer.eos_token_id] + ([tokenizer.pad_token_id] if tokenizer.pad_token_id is not None
                                                    and tokenizer.pad_token_id != tokenizer.eos_token_id else [])
 
-    def _activate(self):
-        if self.adapter is not None:
-            from dialogrl.models import use_adapter
+    def _context(self):
+        """Run as this agent's adapter, or as the base model when adapter is None (even on a peft model)."""
+        import contextlib
 
-            use_adapter(self.model, self.adapter)
+        from dialogrl.models import base_model, use_adapter
+
+        if self.adapter is None:
+            return base_model(self.model)
+        use_adapter(self.model, self.adapter)
+        return contextlib.nullcontext()
 
     def act(self, requests: Sequence[ActRequest]) -> list[Utterance]:
         out: list = [None] * len(requests)
@@ -283,16 +288,16 @@ class LMAgent(Agent):
         """
         from dialogrl.sampling import sample_turns
 
-        self._activate()
         prompts = self.encode(messages_batch)
         keys = [(id(r.state), r.role) for r in requests] if (requests is not None and self.reuse_cache) else None
         prefixes = None
         if keys is not None:
             prefixes = [self._cache[k][1] if k in self._cache and self._cache[k][0] is r.state else None
                         for k, r in zip(keys, requests)]
-        completions, logps, caches = sample_turns(
-            self.model, prompts, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens, self.sampling_logprobs,
-            prefixes=prefixes, keep_cache=keys is not None)
+        with self._context():
+            completions, logps, caches = sample_turns(
+                self.model, prompts, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
+                self.sampling_logprobs, prefixes=prefixes, keep_cache=keys is not None)
         if keys is not None:
             for k, r, c in zip(keys, requests, caches):
                 self._cache[k] = (r.state, c)
@@ -320,7 +325,6 @@ class LMAgent(Agent):
         """The most likely selection text among every split of the pool and 'no agreement'."""
         import torch
 
-        self._activate()
         counts = request.state.scenario.counts
         candidates = [" ".join(f"{item}={n}" for item, n in zip(ITEMS, s)) for s in all_splits(counts)]
         candidates.append("no agreement")
@@ -329,7 +333,7 @@ class LMAgent(Agent):
                 for c in candidates]
         dev = next(self.model.parameters()).device
         ids, mask = self.left_pad(seqs, self.tok.pad_token_id, dev)
-        with torch.no_grad():
+        with torch.no_grad(), self._context():
             logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
         logp = logits[:, :-1].log_softmax(-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (N, L-1)
         total = [logp[i, -(len(s) - len(prompt)):].sum().item() for i, s in enumerate(seqs)]

@@ -204,6 +204,13 @@ def use_adapter(model, name: str) -> None:
     model.set_adapter(name)
 
 
+def base_model(model):
+    """A context in which `model` runs as its base model: peft's disable_adapter, or nothing for a plain model."""
+    import contextlib
+
+    return model.disable_adapter() if hasattr(model, "peft_config") else contextlib.nullcontext()
+
+
 def adapter_parameters(model, name: str) -> dict[str, torch.nn.Parameter]:
     """The parameters that belong to adapter `name` (lora_A/lora_B weights), by parameter name."""
     if name not in model.peft_config:
