@@ -186,10 +186,10 @@ def load_dond(source: str | Path, split: str = "train") -> list[DondRecord]:
     if path.is_file():
         first = path.open().readline()
         return load_dond_tagged(path) if first.lstrip().startswith("<input>") else load_dond_raw(path)
-    if str(source) == DOND_HUB_ID or "/" in str(source) and not str(source).startswith((".", "/", "~")):
-        from datasets import load_dataset
+    from dialogrl.models import HUB_ID_PATTERN, hub_reachable
 
-        from dialogrl.models import hub_reachable
+    if HUB_ID_PATTERN.match(str(source)) and not str(source).startswith((".", "~")):
+        from datasets import load_dataset
 
         if not hub_reachable():
             raise OSError(f"cannot load {source!r}: this machine is offline (the hub is unreachable); give a local "

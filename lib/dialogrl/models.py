@@ -24,7 +24,7 @@ from dialogrl.run import choose_device
 # Every linear layer of a Qwen2/Llama-style block; peft matches them by suffix.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 class ModelUnavailableError(OSError):
@@ -49,7 +49,7 @@ def check_model_name(name: str) -> str:
         return "local"
     if name.startswith(("/", ".", "~")) or name.count("/") > 1:
         raise ValueError(f"no model folder at {name!r}")
-    if _HUB_ID.match(name):
+    if HUB_ID_PATTERN.match(name):
         return "hub"
     raise ValueError(f"{name!r} is neither an embedded model ({', '.join(embedded)}), "
                      "an existing local folder, nor a hub id of the form 'org/name'")
