@@ -78,6 +78,8 @@ def test_no_deal_and_turn_cap_score_zero():
     ("[propose book=2 hat=0 ball=0]", "beyond the pool"),
     ("[propose book=one]", "malformed marker"),
     ("[propose book=1 hat=0 ball=0] [accept]", "2 markers"),
+    ("sounds good. [propose book=i would like 1 hat", "unbalanced brackets"),
+    ("ok ] [accept]", "unbalanced brackets"),
 ])
 def test_invalid_markers_are_counted_forfeit_the_turn_and_cost_reward(text, reason):
     task = DealOrNoDeal(invalid_penalty=1.0)

@@ -20,7 +20,7 @@ Two text protocols (parameter `protocol`):
       `[no deal]`                      end the game with 0 for both.
       A proposal stands until the next proposal. No deal by the turn cap scores 0.
       Invalid markers (an [accept] with no standing proposal from the partner, a proposal beyond the pool, a
-      malformed or repeated marker) are counted, have no effect (the turn is forfeited) and, by default, cost the
+      malformed, unclosed or repeated marker) are counted, have no effect (the turn is forfeited) and, by default, cost the
       speaker `invalid_penalty` points of reward: RL learns to stall with invalid markers when they are free.
       The `score` metric is always the game's score; `reward` = score - invalid_penalty * (own invalid turns).
 """
@@ -134,6 +134,9 @@ def parse_offer(text: str, counts: Sequence[int]) -> tuple[dict, str | None]:
     Actions: {"type": "talk"}, {"type": "propose", "share": (b, h, l)}, {"type": "accept"}, {"type": "no_deal"}.
     """
     found = _BRACKET.findall(text)
+    rest = _BRACKET.sub("", text)
+    if "[" in rest or "]" in rest:  # a marker begun and never closed (or closed and never begun)
+        return {"type": "talk"}, "malformed marker (unbalanced brackets)"
     if not found:
         return {"type": "talk"}, None
     if len(found) > 1:

@@ -213,6 +213,11 @@ class Trainer:
         metrics.update({f"rollout/{n}": v for n, v in m.items() if isinstance(v, (int, float))})
         for role in self.task.roles:
             metrics[f"reward/{role}"] = float(np.mean([e.outcome[role]["reward"] for e in episodes]))
+        lm_turns = [t for e in episodes for t in e.state.turns if t.completion_ids]
+        if lm_turns:  # length drift and turns cut off at max_new_tokens are early signs of a collapsing policy
+            stops = set(self.tokenizer.all_special_ids)
+            metrics["rollout/completion_tokens"] = float(np.mean([len(t.completion_ids) for t in lm_turns]))
+            metrics["rollout/truncated"] = float(np.mean([t.completion_ids[-1] not in stops for t in lm_turns]))
         for adapter, samples in self.samples(episodes, groups).items():
             for n, v in self.update(adapter, samples).items():
                 metrics[f"{adapter}/{n}"] = v
