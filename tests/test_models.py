@@ -97,3 +97,19 @@ def test_unsloth_flag_falls_back_with_a_warning_without_cuda(toy_model_dir):
 def test_bf16_flag(toy_model_dir):
     model, _ = load_model(str(toy_model_dir), bf16=True, device="cpu")
     assert next(model.parameters()).dtype == torch.bfloat16
+
+
+def test_adapter_init_depends_on_its_name_not_on_the_rng_state(toy_model_dir):
+    torch.manual_seed(1)
+    m1, _ = load_model(str(toy_model_dir), adapters=["seller", "buyer"], device="cpu")
+    torch.manual_seed(2)
+    torch.rand(100)
+    m2, _ = load_model(str(toy_model_dir), adapters=["seller", "buyer"], device="cpu")
+    for name in ("seller", "buyer"):
+        p1, p2 = adapter_parameters(m1, name), adapter_parameters(m2, name)
+        assert all(torch.equal(p1[n], p2[n]) for n in p1)
+    a, b = adapter_parameters(m1, "seller"), adapter_parameters(m1, "buyer")
+    assert any(not torch.equal(x, b[n.replace(".seller.", ".buyer.")]) for n, x in a.items() if "lora_A" in n)
+    state = torch.random.get_rng_state()
+    load_model(str(toy_model_dir), adapters=["x"], device="cpu")
+    assert torch.equal(state, torch.random.get_rng_state())  # the global RNG is left as it was

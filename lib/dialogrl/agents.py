@@ -305,8 +305,11 @@ class LMAgent(Agent):
                 for p, c, lp in zip(prompts, completions, logps)]
 
     def clear_cache(self, finished_only: bool = False) -> None:
-        """Drop the kept KV caches (only those of finished games with finished_only)."""
-        self._cache = {k: v for k, v in self._cache.items() if finished_only and not v[0].done}
+        """Drop the kept KV caches: all of them, or with finished_only those of games that have ended."""
+        if not finished_only:
+            self._cache = {}
+            return
+        self._cache = {k: v for k, v in self._cache.items() if not v[0].done}
 
     def sampling_logprobs(self, logits):
         """Log-probs of the sampling distribution: logits / temperature, then nucleus (top-p) truncation."""
@@ -342,8 +345,8 @@ class LMAgent(Agent):
 
 # ------------------------------------------------------------------------------------------------ the corpus
 
-def dond_corpus(n_dialogues: int = 8000, seed: int = 0, personas: Sequence[str] | None = None,
-                max_turns: int = 10, views: str = "both", style: str | None = None) -> list[list[dict]]:
+def dond_corpus(n_dialogues: int = 9000, seed: int = 0, personas: Sequence[str] | None = None,
+                max_turns: int = 10, views: str = "one", style: str | None = None) -> list[list[dict]]:
     """Scripted persona self-play dialogues as chat conversations, the warm-start corpus of `tiny-dond`.
 
     Each game pairs two personas drawn from `personas` (all by default) on a scenario drawn with `seed`.

@@ -10,9 +10,11 @@ dialogue can have its own update path over one copy of the base weights.
 """
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import warnings
+import zlib
 from pathlib import Path
 from typing import Sequence
 from urllib.parse import urlparse
@@ -172,10 +174,12 @@ def _rename_first_adapter(model, name: str) -> None:
         model.delete_adapter("default")
 
 
-def add_adapters(model, names: Sequence[str], r: int = 8, alpha: int = 16, dropout: float = 0.0):
+def add_adapters(model, names: Sequence[str], r: int = 8, alpha: int = 16, dropout: float = 0.0, init_seed: int = 0):
     """Wrap `model` with peft and add one LoRA adapter per name (each with its own parameters); the first is active.
 
-    Returns the PeftModel. Adapters are initialised as peft does (B = 0), so every adapter starts as the base model.
+    Returns the PeftModel. Adapters are initialised as peft does (B = 0), so every adapter starts as the base model;
+    the random A of each adapter is drawn from a generator seeded by (init_seed, name), so the same name gets the
+    same initialisation whatever ran before, without touching the global RNG.
     """
     from peft import PeftModel, get_peft_model
 
@@ -183,18 +187,26 @@ def add_adapters(model, names: Sequence[str], r: int = 8, alpha: int = 16, dropo
     if len(set(names)) != len(names) or not names:
         raise ValueError(f"adapter names must be distinct and non-empty, got {names}")
     if isinstance(model, PeftModel):
-        taken = set(model.peft_config)
-        clash = taken.intersection(names)
+        clash = set(model.peft_config).intersection(names)
         if clash:
             raise ValueError(f"adapter(s) {sorted(clash)} already exist on this model")
-        for n in names:
-            model.add_adapter(n, _lora_config(r, alpha, dropout))
-    else:
-        model = get_peft_model(model, _lora_config(r, alpha, dropout), adapter_name=names[0])
-        for n in names[1:]:
-            model.add_adapter(n, _lora_config(r, alpha, dropout))
+    for i, n in enumerate(names):
+        with _seeded(f"{init_seed}/{n}", model):  # each adapter's init depends on its name, not on call order
+            if i == 0 and not isinstance(model, PeftModel):
+                model = get_peft_model(model, _lora_config(r, alpha, dropout), adapter_name=n)
+            else:
+                model.add_adapter(n, _lora_config(r, alpha, dropout))
     use_adapter(model, names[0])
     return model
+
+
+@contextlib.contextmanager
+def _seeded(key: str, model):
+    """Fork the torch RNGs (CPU and the model's CUDA device) and seed them from `key` for the duration."""
+    dev = next(model.parameters()).device
+    with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+        torch.manual_seed(zlib.crc32(key.encode()))
+        yield
 
 
 def use_adapter(model, name: str) -> None:
@@ -206,8 +218,6 @@ def use_adapter(model, name: str) -> None:
 
 def base_model(model):
     """A context in which `model` runs as its base model: peft's disable_adapter, or nothing for a plain model."""
-    import contextlib
-
     return model.disable_adapter() if hasattr(model, "peft_config") else contextlib.nullcontext()
 
 
