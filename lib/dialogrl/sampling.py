@@ -102,9 +102,9 @@ def sample_turns(model, prompts: Sequence[list[int]], pad_id: int, stop_ids: Seq
             logp = logprob_fn(logits)                                         # (b, V)
             tok = torch.multinomial(logp.exp(), 1).squeeze(-1)                # (b,)
             lp = logp.gather(-1, tok[:, None]).squeeze(-1)
-            for i, t, l in zip(rows.tolist(), tok.tolist(), lp.tolist()):
-                completions[i].append(t)
-                logps[i].append(l)
+            for i, token, token_logp in zip(rows.tolist(), tok.tolist(), lp.tolist()):
+                completions[i].append(token)
+                logps[i].append(token_logp)
             live = ~torch.isin(tok, stop)
             last = step == max_new_tokens - 1
             leaving = torch.ones_like(live) if last else ~live
