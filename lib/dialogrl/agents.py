@@ -252,7 +252,7 @@ class LMAgent(Agent):
         out: list = [None] * len(requests)
         select = [i for i, r in enumerate(requests)
                   if self.select_by_likelihood and r.state.info.get("phase") == "select"]
-        talk = [i for i in range(len(requests)) if i not in set(select)]
+        talk = sorted(set(range(len(requests))) - set(select))
         self.clear_cache(finished_only=True)
         if talk:
             batch = [requests[i] for i in talk]

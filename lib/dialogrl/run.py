@@ -216,11 +216,10 @@ class MetricsLogger:
         self._n = 0
 
     def log(self, **row: Any) -> dict:
-        row = {k: _to_jsonable(v) if isinstance(v, (np.generic, np.ndarray, torch.Tensor)) else v
-               for k, v in row.items()}
+        row = json.loads(json.dumps(row, default=_to_jsonable))  # plain python values from here on
         row["time"] = round(time.time() - self._t0, 3)
         with self.path.open("a") as f:
-            f.write(json.dumps(row, default=_to_jsonable) + "\n")
+            f.write(json.dumps(row) + "\n")
         self._n += 1
         if self.print_every and self._n % self.print_every == 0:
             print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
