@@ -56,6 +56,17 @@ def test_loads_through_load_model_and_generates_the_learned_format(toy_model_dir
     assert reply.endswith("balls.") and out[0, -1].item() in (tok.eos_token_id, tok.pad_token_id)
 
 
+def test_loaded_tokenizer_splits_text_exactly_as_the_saved_one(toy_model_dir):
+    """AutoTokenizer would rebuild a Qwen2 tokenizer with Qwen's digit-splitting pre-tokenizer; the model was
+    trained with the saved byte-level one, so load_model must give exactly the saved tokenizer."""
+    from tokenizers import Tokenizer
+
+    saved = Tokenizer.from_file(str(toy_model_dir / "tokenizer.json"))
+    _, tok = load_model(str(toy_model_dir), device="cpu")
+    text = "there are 13 red balls, $ 2500 and 7 hats; i'd take 10."
+    assert tok(text, add_special_tokens=False)["input_ids"] == saved.encode(text, add_special_tokens=False).ids
+
+
 def test_same_seed_same_sampled_generation(toy_model_dir):
     model, tok = load_model(str(toy_model_dir), device="cpu")
     enc = tok.apply_chat_template([CHAT] * 4, add_generation_prompt=True, return_tensors="pt", return_dict=True,

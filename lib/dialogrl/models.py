@@ -11,6 +11,7 @@ dialogue can have its own update path over one copy of the base weights.
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import warnings
@@ -97,9 +98,16 @@ def resolve_model_path(name: str) -> str:
 
 
 def load_tokenizer(name: str):
-    from transformers import AutoTokenizer
+    """The model's tokenizer. A folder saved with a plain `tokenizers` backend (the embedded models) loads exactly
+    as saved: AutoTokenizer would pick the tokenizer class of the model type (Qwen2Tokenizer for a Qwen2 config)
+    and replace the saved pre-tokenizer with that class's own, so digits would split differently from training."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    tok = AutoTokenizer.from_pretrained(resolve_model_path(name))
+    path = resolve_model_path(name)
+    config = Path(path) / "tokenizer_config.json"
+    plain = config.exists() and json.loads(config.read_text()).get("tokenizer_class") in (
+        "TokenizersBackend", "PreTrainedTokenizerFast")
+    tok = (PreTrainedTokenizerFast if plain else AutoTokenizer).from_pretrained(path)
     if tok.pad_token is None:  # Llama-style tokenizers ship without one
         tok.pad_token = tok.eos_token
     return tok
