@@ -5,7 +5,7 @@
 `ScriptedAgent` plays a rule-based persona: it proposes, concedes and accepts by explicit rules over its own private
 values and the public history, and speaks through a small template language with varied phrasing. Scripted
 personas are the held-out counterparts and the synthetic "human" population. `Population` is a weighted set of
-agents, one drawn per game. `LMAgent` (in rollout.py) wraps a causal LM.
+agents, one drawn per game. `LMAgent` wraps a causal LM (optionally one LoRA adapter of it).
 """
 from __future__ import annotations
 
@@ -216,9 +216,11 @@ def persona_population(names: Sequence[str] | None = None, weights: dict[str, fl
 class LMAgent(Agent):
     """A causal LM (optionally one named LoRA adapter of it) that speaks from its chat view.
 
-    One `act` call samples every request in one batch (stop at the end-of-turn token, at most `max_new_tokens` per
-    turn; finished rows leave the batch; with `reuse_cache` each game continues from its KV cache of the role's
-    previous turn). Each Utterance keeps the prompt ids the role saw, the sampled completion ids and their
+    Turns are sampled with continuous batching (dialogrl.sampling.DecodeBatch): the rollout engine `submit`s a
+    turn whenever a game needs one and `advance`s the running batch one token at a time, so a game's next turn joins
+    as soon as its previous one ends (stop at the end-of-turn token, at most `max_new_tokens` per turn); with
+    `reuse_cache` each game continues from its KV cache of the role's previous turn. `act(requests)` does the same
+    for one batch. Each Utterance keeps the prompt ids the role saw, the sampled completion ids and their
     log-probs under the sampling distribution (after temperature and top-p).
     In a selection phase (Deal or No Deal, `selection` protocol) with `select_by_likelihood`, the agent does not
     decode: it scores every valid split of the pool and 'no agreement' by its log-likelihood and takes the best,
@@ -236,6 +238,10 @@ class LMAgent(Agent):
         self.select_by_likelihood = select_by_likelihood
         self.stop_ids = [tokenizer.eos_token_id] + ([tokenizer.pad_token_id] if tokenizer.pad_token_id is not None
                                                    and tokenizer.pad_token_id != tokenizer.eos_token_id else [])
+        self._batch = None                              # the DecodeBatch of submitted turns
+        self._waiting: dict[int, tuple] = {}            # row key -> (request, prompt ids)
+        self._ready: list[tuple[ActRequest, Utterance]] = []
+        self._next_key = 0
 
     def _context(self):
         """Run as this agent's adapter, or as the base model when adapter is None (even on a peft model)."""
@@ -248,19 +254,54 @@ class LMAgent(Agent):
         use_adapter(self.model, self.adapter)
         return contextlib.nullcontext()
 
+    # The streaming interface the rollout engine uses: submit turns whenever games need one, advance one decoding
+    # step at a time, collect the turns that ended. `act` is the same, for one batch of requests at once.
+    def submit(self, requests: Sequence[ActRequest]) -> None:
+        """Queue one turn per request; it joins the running batch (continuing from the game's cached context)."""
+        from dialogrl.sampling import DecodeBatch
+
+        if self._batch is None:
+            self._batch = DecodeBatch(self.model, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
+                                      self.sampling_logprobs, keep_cache=self.reuse_cache)
+        for r in requests:
+            if self.select_by_likelihood and r.state.info.get("phase") == "select":
+                self._ready.append((r, Utterance(self.select(r))))
+                continue
+            prompt = self.encode([r.messages])[0]
+            prefix = None
+            if self.reuse_cache:
+                kept = self._cache.pop((id(r.state), r.role), None)
+                prefix = kept[1] if kept is not None and kept[0] is r.state else None
+            self._waiting[self._next_key] = (r, prompt)
+            self._batch.add(self._next_key, prompt, prefix)
+            self._next_key += 1
+
+    def busy(self) -> bool:
+        return bool(self._ready) or bool(self._batch)
+
+    def advance(self) -> list[tuple[ActRequest, Utterance]]:
+        """One decoding step of the running batch; the (request, utterance) pairs whose turn ended."""
+        done, self._ready = self._ready, []
+        if not self._batch:
+            return done
+        with self._context():
+            finished = self._batch.step()
+        for f in finished:
+            r, prompt = self._waiting.pop(f.key)
+            if f.cache is not None:
+                self._cache[(id(r.state), r.role)] = (r.state, f.cache)
+            text = self.tok.decode(f.completion, skip_special_tokens=True).strip()
+            done.append((r, Utterance(text, prompt, f.completion, f.logprobs)))
+        return done
+
     def act(self, requests: Sequence[ActRequest]) -> list[Utterance]:
-        out: list = [None] * len(requests)
-        select = [i for i, r in enumerate(requests)
-                  if self.select_by_likelihood and r.state.info.get("phase") == "select"]
-        talk = sorted(set(range(len(requests))) - set(select))
         self.clear_cache(finished_only=True)
-        if talk:
-            batch = [requests[i] for i in talk]
-            for i, u in zip(talk, self.generate([r.messages for r in batch], batch)):
-                out[i] = u
-        for i in select:
-            out[i] = Utterance(self.select(requests[i]))
-        return out
+        self.submit(requests)
+        said = {}
+        while self.busy():
+            for r, u in self.advance():
+                said[id(r)] = u
+        return [said[id(r)] for r in requests]
 
     def encode(self, messages_batch: Sequence[list[dict]]) -> list[list[int]]:
         """Each chat view through the chat template, with the generation prompt: the exact ids the role sees."""
@@ -279,28 +320,14 @@ class LMAgent(Agent):
             mask[i, width - len(s):] = 1
         return ids.to(device), mask.to(device)
 
-    def generate(self, messages_batch: Sequence[list[dict]], requests: Sequence[ActRequest] | None = None
-                 ) -> list[Utterance]:
-        """Sample one turn for every chat view in one batch.
-
-        With `requests` (and reuse_cache), each game's role continues from its KV cache of its previous turn
-        (see dialogrl.sampling); the sampled tokens are the same as from a fresh forward pass.
-        """
+    def generate(self, messages_batch: Sequence[list[dict]]) -> list[Utterance]:
+        """Sample one turn for every chat view in one batch, outside any game (no cache kept)."""
         from dialogrl.sampling import sample_turns
 
         prompts = self.encode(messages_batch)
-        keys = [(id(r.state), r.role) for r in requests] if (requests is not None and self.reuse_cache) else None
-        prefixes = None
-        if keys is not None:
-            prefixes = [self._cache[k][1] if k in self._cache and self._cache[k][0] is r.state else None
-                        for k, r in zip(keys, requests)]
         with self._context():
-            completions, logps, caches = sample_turns(
-                self.model, prompts, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
-                self.sampling_logprobs, prefixes=prefixes, keep_cache=keys is not None)
-        if keys is not None:
-            for k, r, c in zip(keys, requests, caches):
-                self._cache[k] = (r.state, c)
+            completions, logps, _ = sample_turns(self.model, prompts, self.tok.pad_token_id, self.stop_ids,
+                                                 self.max_new_tokens, self.sampling_logprobs)
         return [Utterance(self.tok.decode(c, skip_special_tokens=True).strip(), p, c, lp)
                 for p, c, lp in zip(prompts, completions, logps)]
 

@@ -2,11 +2,13 @@
 
     episodes = play(task, {"A": agent_a, "B": agent_b}, scenarios)
 
-Many games advance together, one turn per round. In each round the games are grouped by the agent whose role
-speaks next, and each agent acts once on its whole group: an LMAgent makes one batched `generate` call for all of
-them (both roles of a self-play game share that call when they share the agent), scripted agents answer in the
-same loop. Every LM turn keeps its prompt ids, sampled token ids and log-probs, and its role, so trainers can mask
-by role and score exactly what was sampled. With a fixed seed (seed_everything) the result is deterministic on CPU.
+Many games advance together. Language-model agents stream: every game whose turn falls to an LMAgent joins that
+agent's running batch, the batch samples one token per step for all its rows, and a game whose turn just ended is
+stepped at once and its next turn queued (continuous batching: no game waits for the slowest turn of a round).
+Both roles of a self-play game share one batch when they share the agent. Scripted agents answer as soon as it is
+their turn, grouped per agent. Every LM turn keeps its prompt ids, sampled token ids and log-probs, and its role,
+so trainers can mask by role and score exactly what was sampled. With a fixed seed (seed_everything) the result is
+deterministic on CPU.
 """
 from __future__ import annotations
 
@@ -37,32 +39,54 @@ class Episode:
                 "end": self.state.end_reason, "outcome": self.outcome}
 
 
-def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_rounds: int | None = None) -> list[Episode]:
-    """Play one game per scenario with `agents[role]` speaking for each role; returns the finished Episodes."""
+def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: int = 1000) -> list[Episode]:
+    """Play one game per scenario with `agents[role]` speaking for each role; returns the finished Episodes.
+
+    max_turns guards against a task that never ends a game (a RuntimeError past that many turns in one game).
+    """
     missing = [r for r in task.roles if r not in agents]
     if missing:
         raise ValueError(f"no agent for role(s) {missing}; the task's roles are {task.roles}")
     states = [task.reset(s) for s in scenarios]
-    rounds = 0
-    while True:
-        active = [i for i, s in enumerate(states) if not s.done]
-        if not active:
-            break
-        rounds += 1
-        if max_rounds is not None and rounds > max_rounds:
-            raise RuntimeError(f"games still running after {max_rounds} rounds: the task never ended them")
-        groups: dict[int, list[tuple[int, str]]] = {}
-        for i in active:
-            role = task.current_role(states[i])
-            groups.setdefault(id(agents[role]), []).append((i, role))
-        for members in groups.values():
-            agent = agents[members[0][1]]
-            requests = [ActRequest(task, states[i], role, task.view(states[i], role)) for i, role in members]
-            for (i, role), said in zip(members, agent.act(requests)):
-                u = said if isinstance(said, Utterance) else Utterance(str(said))
-                turn = task.step(states[i], u.text)
-                turn.agent = getattr(agent, "name", None)
-                turn.prompt_ids, turn.completion_ids, turn.logprobs = u.prompt_ids, u.completion_ids, u.logprobs
+    index = {id(s): i for i, s in enumerate(states)}
+    streaming = list({id(a): a for a in agents.values() if hasattr(a, "submit")}.values())
+
+    def record(i: int, agent: Agent, said) -> None:
+        u = said if isinstance(said, Utterance) else Utterance(str(said))
+        turn = task.step(states[i], u.text)
+        turn.agent = getattr(agent, "name", None)
+        turn.prompt_ids, turn.completion_ids, turn.logprobs = u.prompt_ids, u.completion_ids, u.logprobs
+        if len(states[i].turns) > max_turns and not states[i].done:
+            raise RuntimeError(f"a game is still running after {max_turns} turns: the task never ended it")
+
+    def dispatch(games: list[int]) -> None:
+        """Hand each of these games to the agent whose turn it is; scripted agents answer at once."""
+        while games:
+            groups: dict[int, list[tuple[int, str]]] = {}
+            for i in games:
+                if not states[i].done:
+                    role = task.current_role(states[i])
+                    groups.setdefault(id(agents[role]), []).append((i, role))
+            games = []
+            for members in groups.values():
+                agent = agents[members[0][1]]
+                requests = [ActRequest(task, states[i], role, task.view(states[i], role)) for i, role in members]
+                if hasattr(agent, "submit"):
+                    agent.submit(requests)
+                    continue
+                for (i, _), said in zip(members, agent.act(requests)):
+                    record(i, agent, said)
+                    games.append(i)
+
+    dispatch(list(range(len(states))))
+    while any(a.busy() for a in streaming):
+        for agent in streaming:
+            if agent.busy():
+                ended = []
+                for request, said in agent.advance():
+                    record(index[id(request.state)], agent, said)
+                    ended.append(index[id(request.state)])
+                dispatch(ended)
     for agent in {id(a): a for a in agents.values()}.values():
         if hasattr(agent, "clear_cache"):
             agent.clear_cache()  # the finished games' KV caches

@@ -1,21 +1,27 @@
-"""Batched sampling from a causal LM, reusing each dialogue's KV cache from one turn to the next.
+"""Batched sampling from a causal LM with continuous batching and per-dialogue KV-cache reuse.
+
+A `DecodeBatch` holds the rows (one turn of one dialogue each) that decode together on one model. Rows join at
+any step and leave as soon as they sample a stop token, so a multi-turn rollout keeps the batch full: when one
+dialogue's turn ends, its next turn (the partner's reply, or the same model speaking for the other role) joins the
+running batch instead of waiting for every other dialogue to finish the round.
 
 A dialogue's context grows by a turn or two between two turns of the same role, so re-running the whole context
 through the model every turn (as a fresh `generate` call does) spends most of the compute on tokens the model has
-already seen. `sample_turns` takes, per row, the cached keys/values of an earlier context (`CachedPrefix`), keeps
-the longest prefix that the new prompt shares with it, and runs only the rest. Rows of different cached lengths
-share one batch through the attention mask; each row's layout is
+already seen. A row may bring the cached keys/values of an earlier context (`CachedPrefix`); it keeps the longest
+prefix that its new prompt shares with it and runs only the rest. Rows of different lengths share the batch through
+the attention mask; each row's layout in the batch cache is right-aligned,
 
-    [pad ... | cached prefix (l_i) | pad ... | new prompt tokens]   then the sampled tokens, one per step,
+    [pad ... | the row's real tokens (cached prefix, new prompt tokens, sampled tokens)]
 
-with position ids that count only real tokens, so every row computes exactly what it would alone. Rows leave the
-batch as soon as they sample a stop token; each leaves with its cache (prompt + completion, less the last token,
-which was sampled but never fed back), ready for the row's next turn.
+with position ids that count only real tokens, so every row computes exactly what it would alone. Rows that join
+are prefilled together in one forward pass and their caches are left-padded to the batch's width; columns that no
+row uses any more are trimmed. Each row leaves with its cache (prompt + completion, less the last token, which was
+sampled but never fed back), ready for the dialogue's next turn.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Hashable, Sequence
 
 import torch
 
@@ -28,6 +34,16 @@ class CachedPrefix:
     values: list[torch.Tensor]
 
 
+@dataclass
+class Finished:
+    """A row that left the batch: its key, sampled ids (ending in a stop id when it stopped), their sampling
+    log-probs, and (with keep_cache) its cache for the dialogue's next turn."""
+    key: Hashable
+    completion: list[int]
+    logprobs: list[float]
+    cache: CachedPrefix | None
+
+
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     for i in range(n):
@@ -36,91 +52,178 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def _batch_cache(model, prefixes: list[CachedPrefix | None], lengths: list[int], width: int, device):
-    """A DynamicCache (B, H, width, D) per layer with row b's first lengths[b] cached positions right-aligned."""
+def _cache(model, layers: list[tuple[torch.Tensor, torch.Tensor]]):
     from transformers import DynamicCache
 
-    ref = next(p for p in prefixes if p is not None)
-    layers = []
-    for layer in range(len(ref.keys)):
-        h, _, d = ref.keys[layer].shape
-        k = torch.zeros(len(prefixes), h, width, d, dtype=ref.keys[layer].dtype, device=device)
-        v = torch.zeros_like(k)
-        for b, (p, n) in enumerate(zip(prefixes, lengths)):
-            if n:
-                k[b, :, width - n:] = p.keys[layer][:, :n]
-                v[b, :, width - n:] = p.values[layer][:, :n]
-        layers.append((k, v))
     return DynamicCache(ddp_cache_data=layers, config=model.config)
 
 
-def _row_prefix(past, row: int, mask_row: torch.Tensor, ids: list[int]) -> CachedPrefix:
-    real = mask_row.bool()
-    return CachedPrefix(ids, [layer.keys[row][:, real].clone() for layer in past.layers],
-                        [layer.values[row][:, real].clone() for layer in past.layers])
+def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    extra = width - t.shape[dim]
+    if extra == 0:
+        return t
+    shape = list(t.shape)
+    shape[dim] = extra
+    return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+
+class DecodeBatch:
+    """Rows sampling together on one model; `add` queues a row, each `step` samples one token for every live row.
+
+        batch = DecodeBatch(model, pad_id, stop_ids, max_new_tokens=48, logprob_fn=agent.sampling_logprobs)
+        batch.add(key, prompt_ids, prefix=None)
+        while batch:
+            for done in batch.step(): ...        # Finished rows
+
+    Queued rows join the live batch (one prefill forward for all of them) when the batch is empty or when at least
+    `join_fraction` of the live rows are waiting, so joins are batched rather than one forward pass each.
+    logprob_fn: (b, V) logits -> (b, V) log-probs of the sampling distribution (temperature, top-p).
+    """
+
+    def __init__(self, model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
+                 logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
+                 join_fraction: float = 0.25):
+        self.model, self.pad_id, self.max_new_tokens = model, pad_id, max_new_tokens
+        self.logprob_fn, self.keep_cache, self.join_fraction = logprob_fn, keep_cache, join_fraction
+        self.device = next(model.parameters()).device
+        self.stop = torch.tensor(list(stop_ids), device=self.device)
+        self.queue: list[tuple[Hashable, list[int], CachedPrefix | None]] = []
+        # live rows: key, prompt, sampled ids and log-probs; batch tensors: the cache, its (B, W) mask, the next
+        # position per row and the logits of each row's next token
+        self.keys: list[Hashable] = []
+        self.prompts: list[list[int]] = []
+        self.completions: list[list[int]] = []
+        self.logps: list[list[float]] = []
+        self.past = self.mask = self.next_pos = self.logits = None
+
+    def __len__(self) -> int:
+        return len(self.keys) + len(self.queue)
+
+    def add(self, key: Hashable, prompt: Sequence[int], prefix: CachedPrefix | None = None) -> None:
+        if len(prompt) == 0:
+            raise ValueError("empty prompt: a row needs at least one token to predict from")
+        self.queue.append((key, list(prompt), prefix))
+
+    # ------------------------------------------------------------------------------------------- joining
+    def _prefill(self, rows: list[tuple[Hashable, list[int], CachedPrefix | None]]):
+        """One forward pass over the queued rows' uncached prompt tokens: (layers, mask, next_pos, logits)."""
+        prompts = [q for _, q, _ in rows]
+        prefixes = [p for _, _, p in rows]
+        # reuse l_i cached tokens; at least the prompt's last token must run to give the next-token logits
+        cached = [min(common_prefix(p.ids, q), len(q) - 1) if p is not None else 0 for p, q in zip(prefixes, prompts)]
+        B, L = len(rows), max(cached)
+        suffix = [q[n:] for q, n in zip(prompts, cached)]
+        M = max(len(s) for s in suffix)
+        ids = torch.full((B, M), self.pad_id, dtype=torch.long)
+        pos = torch.zeros((B, M), dtype=torch.long)
+        mask = torch.zeros((B, L + M), dtype=torch.long)
+        for b, (s, n) in enumerate(zip(suffix, cached)):
+            ids[b, M - len(s):] = torch.tensor(s)
+            pos[b, M - len(s):] = torch.arange(n, n + len(s))
+            mask[b, L - n:L] = 1
+            mask[b, L + M - len(s):] = 1
+        dev = self.device
+        ids, pos, mask = ids.to(dev), pos.to(dev), mask.to(dev)
+        past = None
+        if L > 0:
+            ref = next(p for p in prefixes if p is not None)
+            layers = []
+            for layer in range(len(ref.keys)):
+                h, _, d = ref.keys[layer].shape
+                k = torch.zeros(B, h, L, d, dtype=ref.keys[layer].dtype, device=dev)
+                v = torch.zeros_like(k)
+                for b, (p, n) in enumerate(zip(prefixes, cached)):
+                    if n:
+                        k[b, :, L - n:] = p.keys[layer][:, :n]
+                        v[b, :, L - n:] = p.values[layer][:, :n]
+                layers.append((k, v))
+            past = _cache(self.model, layers)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
+        layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+        next_pos = torch.tensor([len(q) for q in prompts], device=dev)
+        return layers, mask, next_pos, out.logits[:, -1]
+
+    def _join(self) -> None:
+        rows, self.queue = self.queue, []
+        layers, mask, next_pos, logits = self._prefill(rows)
+        self.keys += [k for k, _, _ in rows]
+        self.prompts += [q for _, q, _ in rows]
+        self.completions += [[] for _ in rows]
+        self.logps += [[] for _ in rows]
+        if self.past is None:
+            self.past, self.mask, self.next_pos, self.logits = _cache(self.model, layers), mask, next_pos, logits
+            return
+        width = max(self.mask.shape[1], mask.shape[1])
+        merged = [(torch.cat([_left_pad(k0, width, 2), _left_pad(k1, width, 2)]),
+                   torch.cat([_left_pad(v0, width, 2), _left_pad(v1, width, 2)]))
+                  for (k0, v0), (k1, v1) in zip(((l.keys, l.values) for l in self.past.layers), layers)]
+        self.past = _cache(self.model, merged)
+        self.mask = torch.cat([_left_pad(self.mask, width, 1), _left_pad(mask, width, 1)])
+        self.next_pos = torch.cat([self.next_pos, next_pos])
+        self.logits = torch.cat([self.logits, logits])
+
+    # ------------------------------------------------------------------------------------------ decoding
+    @torch.no_grad()
+    def step(self) -> list[Finished]:
+        """Join waiting rows if due, sample one token per live row, feed the continuing rows; the rows that left."""
+        if self.queue and (not self.keys or len(self.queue) >= self.join_fraction * len(self.keys)):
+            self._join()
+        if not self.keys:
+            return []
+        logp = self.logprob_fn(self.logits)                                   # (B, V)
+        tok = torch.multinomial(logp.exp(), 1).squeeze(-1)                    # (B,)
+        lp = logp.gather(-1, tok[:, None]).squeeze(-1)
+        for b, (t, l) in enumerate(zip(tok.tolist(), lp.tolist())):
+            self.completions[b].append(t)
+            self.logps[b].append(l)
+        lengths = torch.tensor([len(c) for c in self.completions], device=self.device)
+        live = ~torch.isin(tok, self.stop) & (lengths < self.max_new_tokens)
+        finished = []
+        for b in (~live).nonzero().squeeze(-1).tolist():
+            cache = None
+            if self.keep_cache:   # prompt + completion[:-1]: the last sampled token was never fed back
+                real = self.mask[b].bool()
+                cache = CachedPrefix(self.prompts[b] + self.completions[b][:-1],
+                                     [layer.keys[b][:, real].clone() for layer in self.past.layers],
+                                     [layer.values[b][:, real].clone() for layer in self.past.layers])
+            finished.append(Finished(self.keys[b], self.completions[b], self.logps[b], cache))
+        if not live.all():
+            keep = live.nonzero().squeeze(-1)
+            kept = keep.tolist()
+            self.keys, self.prompts = [self.keys[b] for b in kept], [self.prompts[b] for b in kept]
+            self.completions, self.logps = [self.completions[b] for b in kept], [self.logps[b] for b in kept]
+            if not kept:
+                self.past = self.mask = self.next_pos = self.logits = None
+                return finished
+            self.past.batch_select_indices(keep)
+            self.mask, tok, self.next_pos = self.mask[keep], tok[keep], self.next_pos[keep]
+            first = int(self.mask.any(0).int().argmax())                      # columns no row uses any more
+            if first > 0:
+                self.past = _cache(self.model, [(l.keys[:, :, first:], l.values[:, :, first:])
+                                                for l in self.past.layers])
+                self.mask = self.mask[:, first:]
+        self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.keys), 1)], dim=1)
+        out = self.model(input_ids=tok[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
+                         past_key_values=self.past, use_cache=True)
+        self.past, self.logits = out.past_key_values, out.logits[:, -1]
+        self.next_pos = self.next_pos + 1
+        return finished
 
 
 def sample_turns(model, prompts: Sequence[list[int]], pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor],
                  prefixes: Sequence[CachedPrefix | None] | None = None, keep_cache: bool = False):
-    """Sample one completion per prompt.
+    """Sample one completion per prompt in one DecodeBatch (all rows start together).
 
-    prompts: token ids per row (B lists). prefixes: per row, an earlier context's cache or None.
-    logprob_fn: (b, V) logits -> (b, V) log-probs of the sampling distribution (temperature, top-p).
-    Returns (completions, logprobs, caches): per row the sampled ids (ending in a stop id when it stopped), their
-    sampling log-probs, and, with keep_cache, the row's CachedPrefix for its next turn (else None).
+    prompts: token ids per row. prefixes: per row, an earlier context's cache or None.
+    Returns (completions, logprobs, caches), per row in order.
     """
-    dev = next(model.parameters()).device
-    B = len(prompts)
-    prefixes = list(prefixes) if prefixes is not None else [None] * B
-    # reuse l_i cached tokens; at least the prompt's last token must run to give the next-token logits
-    cached = [min(common_prefix(p.ids, q), len(q) - 1) if p is not None else 0 for p, q in zip(prefixes, prompts)]
-    L = max(cached)
-    suffix = [q[n:] for q, n in zip(prompts, cached)]
-    M = max(len(s) for s in suffix)
-    ids = torch.full((B, M), pad_id, dtype=torch.long)
-    pos = torch.zeros((B, M), dtype=torch.long)
-    mask = torch.zeros((B, L + M), dtype=torch.long)
-    for b, (s, n) in enumerate(zip(suffix, cached)):
-        ids[b, M - len(s):] = torch.tensor(s)
-        pos[b, M - len(s):] = torch.arange(n, n + len(s))
-        mask[b, L - n:L] = 1
-        mask[b, L + M - len(s):] = 1
-    ids, pos, mask = ids.to(dev), pos.to(dev), mask.to(dev)
-    past = _batch_cache(model, prefixes, cached, L, dev) if L > 0 else None
-
-    completions: list[list[int]] = [[] for _ in range(B)]
-    logps: list[list[float]] = [[] for _ in range(B)]
-    caches: list[CachedPrefix | None] = [None] * B
-    stop = torch.tensor(list(stop_ids), device=dev)
-    rows = torch.arange(B, device=dev)                                        # batch row -> prompt index
-    with torch.no_grad():
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
-        past, logits = out.past_key_values, out.logits[:, -1]
-        next_pos = torch.tensor([len(q) for q in prompts], device=dev)        # real tokens so far
-        for step in range(max_new_tokens):
-            logp = logprob_fn(logits)                                         # (b, V)
-            tok = torch.multinomial(logp.exp(), 1).squeeze(-1)                # (b,)
-            lp = logp.gather(-1, tok[:, None]).squeeze(-1)
-            for i, token, token_logp in zip(rows.tolist(), tok.tolist(), lp.tolist()):
-                completions[i].append(token)
-                logps[i].append(token_logp)
-            live = ~torch.isin(tok, stop)
-            last = step == max_new_tokens - 1
-            leaving = torch.ones_like(live) if last else ~live
-            if keep_cache:  # rows that leave now take their cache: prompt + completion[:-1]
-                for b in leaving.nonzero().squeeze(-1).tolist():
-                    i = int(rows[b])
-                    caches[i] = _row_prefix(past, b, mask[b], list(prompts[i]) + completions[i][:-1])
-            if last or not live.any():
-                break
-            if not live.all():
-                keep = live.nonzero().squeeze(-1)
-                past.batch_select_indices(keep)
-                rows, mask, tok, next_pos = rows[keep], mask[keep], tok[keep], next_pos[keep]
-            mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=1)
-            out = model(input_ids=tok[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                        past_key_values=past, use_cache=True)
-            past, logits = out.past_key_values, out.logits[:, -1]
-            next_pos = next_pos + 1
-    return completions, logps, caches
+    batch = DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache=keep_cache)
+    for i, (q, p) in enumerate(zip(prompts, prefixes if prefixes is not None else [None] * len(prompts))):
+        batch.add(i, q, p)
+    done: dict[int, Finished] = {}
+    while batch:
+        for f in batch.step():
+            done[f.key] = f
+    rows = [done[i] for i in range(len(prompts))]
+    return [f.completion for f in rows], [f.logprobs for f in rows], [f.cache for f in rows]
