@@ -35,7 +35,8 @@ def test_first_update_ratio_is_one_for_every_role_and_adapter(dond_dir):
         from dialogrl.models import use_adapter
         use_adapter(trainer.model, adapter)
         with torch.no_grad():
-            logp, old, mask = trainer.token_logprobs(samples)
+            res = trainer.token_logprobs(samples)
+        logp, old, mask = res["logp"], res["old"], res["mask"]
         ratio = torch.exp((logp - old) * mask)
         assert (ratio - 1).abs().max().item() < 1e-4  # recomputed = sampled, token for token
 
@@ -46,7 +47,8 @@ def test_loss_gradient_reaches_only_the_roles_own_completion_tokens(dond_dir):
     episodes, groups = trainer.rollout(0)
     samples = trainer.samples(episodes, groups)["A"][:4]
     from dialogrl.rl.losses import policy_loss
-    logp, old, mask = trainer.token_logprobs(samples)
+    res = trainer.token_logprobs(samples)
+    logp, old, mask = res["logp"], res["old"], res["mask"]
     logp.retain_grad()
     adv = torch.ones_like(logp)
     policy_loss(logp, old, adv, mask)[0].backward()
@@ -90,3 +92,81 @@ def test_bad_specs_are_named(dond_dir):
                                    "B": RoleSpec(agent=ScriptedAgent("fair"))})
     with pytest.raises(ValueError, match="algorithm='ppo2'"):
         TrainConfig(algorithm="ppo2").check()
+    with pytest.raises(ValueError, match="lam=1.5"):
+        TrainConfig(lam=1.5).check()
+    with pytest.raises(ImportError, match="report_to='wandb' needs the 'wandb' package"):
+        Trainer(TASK, model, tok, {"A": RoleSpec(adapter="A", trainable=True),
+                                   "B": RoleSpec(agent=ScriptedAgent("fair"))}, TrainConfig(report_to="wandb"))
+
+
+def own_turns(episodes, role):
+    """(episode, turn) for every LM turn of `role`, in the order Trainer.samples lists them."""
+    return [(ep, t) for ep in episodes for t in ep.state.turns if t.role == role and t.completion_ids]
+
+
+def test_ppo_critic_values_and_gae_targets(dond_dir):
+    """PPO: each path has its own value head; V_old comes from the critic, advantages from turn-level GAE, and
+    the outcome reaches every turn of the role (gamma = lambda = 1 and a zero-initialised critic: every turn's
+    advantage and value target is the dialogue's outcome reward)."""
+    trainer = make_trainer(dond_dir, algorithm="ppo", gamma=1.0, lam=1.0, whiten_advantages=False)
+    assert set(trainer.critics) == {"A", "B"} and trainer.critics["A"] is not trainer.critics["B"]
+    seed_everything(3)
+    episodes, groups = trainer.rollout(0)
+    samples = trainer.samples(episodes, groups)
+    turns = own_turns(episodes, "A")
+    assert len(turns) == len(samples["A"]) > 0
+    for (ep, t), s in zip(turns, samples["A"]):
+        assert s.completion_ids == t.completion_ids and s.value == 0.0
+        assert s.ret == pytest.approx(ep.outcome["A"]["reward"]) and s.advantage == pytest.approx(s.ret)
+    b_head = {n: p.clone() for n, p in trainer.critics["B"].state_dict().items()}
+    stats = trainer.update("A", samples["A"])
+    assert stats["value_loss"] > 0 and stats["ratio"] == pytest.approx(1.0, abs=1e-4)
+    assert trainer.critics["A"].linear.weight.abs().sum() > 0          # the critic learned something
+    assert all(torch.equal(p, b_head[n]) for n, p in trainer.critics["B"].state_dict().items())
+    assert trainer.values("A", samples["A"][:3]).abs().sum() > 0
+
+
+def test_per_turn_rewards_reach_the_turns_that_earned_them(dond_dir):
+    """A reward of 1 on each of the role's turns and gamma = 0: every turn's advantage is its own reward (plus the
+    outcome on the last), with a zero critic."""
+    trainer = make_trainer(dond_dir, algorithm="ppo", gamma=0.0, lam=1.0, whiten_advantages=False)
+    trainer.turn_rewards = lambda ep, role: [float(k + 1) for k, t in
+                                             enumerate(t for t in ep.state.talk_turns() if t.role == role)]
+    seed_everything(4)
+    episodes, groups = trainer.rollout(0)
+    samples = trainer.samples(episodes, groups)["A"]
+    for ep in episodes:
+        mine = [s for (e, _), s in zip(own_turns(episodes, "A"), samples) if e is ep]
+        expect = [float(k + 1) for k in range(len(mine))]
+        expect[-1] += ep.outcome["A"]["reward"]
+        assert [s.advantage for s in mine] == pytest.approx(expect)
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_resume_matches_an_uninterrupted_run_exactly(dond_dir, tmp_path, algorithm):
+    """Stop after 2 of 3 steps, start a fresh trainer from the checkpoint: the same weights as 3 straight steps.
+    The grpo run has a scripted partner, whose private RNG is part of the checkpoint."""
+    def new_trainer():
+        seed_everything(5)
+        model, tok = load_model(str(dond_dir), adapters=["A", "B"], device="cpu", lora_r=4)
+        roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2),
+                 "B": (RoleSpec(agent=ScriptedAgent("erratic", 7)) if algorithm == "grpo"
+                       else RoleSpec(adapter="B", trainable=True, lr=1e-2))}
+        return Trainer(TASK, model, tok, roles, TrainConfig(
+            steps=3, scenarios_per_step=4, group_size=2, max_new_tokens=16, algorithm=algorithm, save_every=1,
+            lr_schedule="linear"))
+
+    straight = new_trainer()
+    straight.train(progress=False, checkpoint_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000001", "step-000002", "step-000003"]
+    import shutil
+    shutil.rmtree(tmp_path / "step-000003")            # as if the run had stopped after step 2
+    resumed = new_trainer()
+    rows = resumed.train(progress=False, checkpoint_dir=tmp_path, resume=True)
+    assert [r["step"] for r in rows] == [2] and resumed.step_count == 3
+    for a in straight.paths:
+        for n, p in adapter_parameters(straight.model, a).items():
+            assert torch.equal(p, adapter_parameters(resumed.model, a)[n]), n
+    for a, head in straight.critics.items():
+        for n, p in head.state_dict().items():
+            assert torch.equal(p, resumed.critics[a].state_dict()[n])

@@ -2,19 +2,34 @@
 
     trainer = Trainer(task, model, tok, roles={"A": RoleSpec(adapter="A", trainable=True),
                                                "B": RoleSpec(agent=ScriptedAgent("fair"))},
-                      config=TrainConfig(steps=50))
-    trainer.train(log=MetricsLogger(run_dir))
+                      config=TrainConfig(steps=50, algorithm="ppo"))
+    trainer.train(log=MetricsLogger(run_dir), checkpoint_dir=run_dir / "checkpoints")
 
 Every step plays one joint rollout: `scenarios_per_step` scenarios, each `group_size` times (the scenario group of
 the group baselines). Each trainable role then updates through its own path: its own LoRA adapter on the shared
-base model, its own optimizer, a loss over its own tokens only (the completion tokens of its turns, scored in the
-exact context its view gave it: token in, token out), and advantages from its own rewards (isolated; or pooled
-with `isolate=False`). Roles that name the same adapter share one path (the `shared` ablation).
-The reference policy of the KL term is the base model (adapters disabled), i.e. the warm start.
+base model, its own optimizer (and, with PPO, its own value head), a loss over its own tokens only (the completion
+tokens of its turns, scored in the exact context its view gave it: token in, token out), and advantages from its
+own rewards (isolated; or pooled with `isolate=False`). Roles that name the same adapter share one path (the
+`shared` ablation). The reference policy of the KL term is the base model (adapters disabled), i.e. the warm start.
+
+Algorithms (`TrainConfig.algorithm`):
+    grpo, rloo   group baselines over each scenario group; one advantage per (dialogue, role), on all its turns.
+    ppo          a critic: a value head V(s_t) on the role's model, read at the last prompt token of each of its
+                 turns; turn-level GAE over the role's turns propagates the outcome (and any per-turn reward) to
+                 every turn; clipped value loss.
+
+Scale-out uses accelerate: under `accelerate launch --num_processes N` each process plays its share of the step's
+scenario groups and the trainable parameters' gradients are averaged over processes (all-reduce, as DDP does)
+before every optimizer step, so all processes keep identical weights. Mixed precision is autocast (bf16 / fp16).
 """
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import os
+import random
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -23,8 +38,8 @@ import torch
 from dialogrl.agents import Agent, LMAgent
 from dialogrl.envs.base import Task
 from dialogrl.models import adapter_parameters, base_model, use_adapter
-from dialogrl.rl.advantages import group_advantages
-from dialogrl.rl.losses import kl_k3, policy_loss
+from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
+from dialogrl.rl.losses import entropy, kl_k3, policy_loss, value_loss
 from dialogrl.rollout import Episode, play
 
 
@@ -34,7 +49,7 @@ class RoleSpec:
     agent: Agent | None = None      # a fixed counterpart; None: the LM through `adapter`
     adapter: str | None = None      # LoRA adapter name (None with agent=None: the frozen base model)
     trainable: bool = False
-    lr: float = 5e-4                # this role's optimizer (AdamW over its adapter's parameters)
+    lr: float = 5e-4                # this role's optimizer (AdamW over its adapter's parameters and value head)
 
 
 @dataclass
@@ -43,33 +58,70 @@ class TrainConfig:
     steps: int = 40                   # rollout + update iterations
     scenarios_per_step: int = 16      # distinct scenarios per rollout
     group_size: int = 4               # dialogues per scenario (the group of the group baseline)
-    algorithm: str = "grpo"           # advantage: grpo | rloo
+    algorithm: str = "grpo"           # advantage: grpo | rloo | ppo (turn-level GAE with a critic)
     isolate: bool = True              # baselines per role (IB-RL) or pooled over roles
-    clip_eps: float = 0.2             # PPO/GRPO clip range eps
+    clip_eps: float = 0.2             # clip range eps of the surrogate
+    clip_eps_high: float | None = None  # upper clip range (DAPO's clip-higher); None: clip_eps
+    ratio_level: str = "token"        # importance ratio per token, or per utterance (sequence likelihood)
     kl_coef: float = 0.0              # beta of the k3 KL to the reference (the base model)
+    entropy_coef: float = 0.0         # weight of the entropy bonus
+    gamma: float = 1.0                # ppo: discount over a role's turns
+    lam: float = 0.95                 # ppo: GAE lambda
+    vf_coef: float = 0.5              # ppo: weight of the value loss
+    value_clip: float | None = 0.2    # ppo: clip range of the value loss, reward units (None: unclipped)
+    whiten_advantages: bool = True    # ppo: normalise the GAE advantages over the path's batch
     epochs_per_step: int = 1          # passes over each rollout (ratios move away from 1 after the first)
     minibatch_turns: int = 64         # turns per forward/backward chunk (gradient accumulation)
+    lr_schedule: str = "constant"     # constant | linear (decays to 0 at `steps`)
+    warmup_steps: int = 0             # linear warmup of the learning rate
     max_new_tokens: int = 48          # per turn
     temperature: float = 1.0          # sampling temperature of the policies
     max_grad_norm: float = 1.0
+    mixed_precision: str = "no"       # no | bf16 | fp16 autocast in the update ("no": accelerate launch's setting)
+    save_every: int = 0               # checkpoint every k steps into train(checkpoint_dir=...) (0: only at the end)
+    report_to: str = "none"           # none | tensorboard | wandb (imported only when chosen)
+    log_dir: str = "results/tracking"  # where the report_to tracker writes
     seed: int = 0                     # training scenario seeds are derived from it (evaluation uses others)
 
     def check(self):
-        if self.algorithm not in ("grpo", "rloo"):
-            raise ValueError(f"algorithm={self.algorithm!r}: choose 'grpo' or 'rloo'")
+        choices = {"algorithm": ("grpo", "rloo", "ppo"), "ratio_level": ("token", "utterance"),
+                   "lr_schedule": ("constant", "linear"), "mixed_precision": ("no", "bf16", "fp16"),
+                   "report_to": ("none", "tensorboard", "wandb")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(allowed)}")
         for name in ("steps", "scenarios_per_step", "group_size", "epochs_per_step", "minibatch_turns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be >= 1")
+        for name in ("gamma", "lam"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be in [0, 1]")
 
 
 @dataclass
 class Sample:
-    """One turn of one role, ready for the loss: its exact prompt and completion ids and its advantage."""
+    """One turn of one role, ready for the loss: its exact prompt and completion ids and its advantage.
+    With PPO also the critic's value of the state before the turn, V_old(s_t), and the value target G_t."""
     role: str
     prompt_ids: list[int]
     completion_ids: list[int]
     logprobs: list[float]
     advantage: float
+    value: float = 0.0
+    ret: float = 0.0
+
+
+class ValueHead(torch.nn.Module):
+    """The critic V(s): a linear map of the role's last hidden state at the last prompt token, zero-initialised."""
+
+    def __init__(self, hidden_size: int):
+        super().__init__()
+        self.linear = torch.nn.Linear(hidden_size, 1)
+        torch.nn.init.zeros_(self.linear.weight)
+        torch.nn.init.zeros_(self.linear.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.linear(hidden.float()).squeeze(-1)
 
 
 @dataclass
@@ -79,13 +131,27 @@ class Trainer:
     tokenizer: object
     roles: dict[str, RoleSpec]
     config: TrainConfig = field(default_factory=TrainConfig)
+    # optional per-turn rewards (process rewards): (episode, role) -> one reward per talk turn of that role,
+    # added to the outcome reward that arrives at the role's last turn
+    turn_rewards: Callable[[Episode, str], list[float]] | None = None
     step_count: int = 0
 
     def __post_init__(self):
-        self.config.check()
+        from accelerate import Accelerator
+
+        cfg = self.config
+        cfg.check()
         missing = [r for r in self.task.roles if r not in self.roles]
         if missing:
             raise ValueError(f"no RoleSpec for role(s) {missing}; the task's roles are {self.task.roles}")
+        log_with = None
+        if cfg.report_to != "none":  # the tracker's package is imported (by accelerate) only when chosen
+            if importlib.util.find_spec(cfg.report_to) is None:
+                raise ImportError(f"report_to={cfg.report_to!r} needs the {cfg.report_to!r} package: "
+                                  f"pip install {cfg.report_to}")
+            log_with = cfg.report_to
+        self.accelerator = Accelerator(log_with=log_with, project_dir=cfg.log_dir)
+        self.model.to(self.accelerator.device)
         self.agents: dict[str, Agent] = {}
         lm_agents: dict = {}
         for role, spec in self.roles.items():
@@ -99,27 +165,38 @@ class Trainer:
             key = spec.adapter  # roles on one adapter share one agent (and one update path)
             if key not in lm_agents:
                 lm_agents[key] = LMAgent(self.model, self.tokenizer, adapter=spec.adapter, name=spec.adapter or "base",
-                                         max_new_tokens=self.config.max_new_tokens,
-                                         temperature=self.config.temperature)
+                                         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
             self.agents[role] = lm_agents[key]
-        # one optimizer per trainable adapter: its own update path
+        # one update path per trainable adapter: its optimizer, schedule and (ppo) value head
         self.paths: dict[str, list[str]] = {}
         for role, spec in self.roles.items():
             if spec.trainable:
                 self.paths.setdefault(spec.adapter, []).append(role)
-        self.optimizers = {}
+        hidden = self.model.get_input_embeddings().embedding_dim
+        dev = self.accelerator.device
+        self.critics = {a: ValueHead(hidden).to(dev) for a in self.paths} if cfg.algorithm == "ppo" else {}
+        self.optimizers, self.schedulers = {}, {}
         for adapter, path_roles in self.paths.items():
             params = list(adapter_parameters(self.model, adapter).values())
-            lr = self.roles[path_roles[0]].lr
-            self.optimizers[adapter] = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+            if adapter in self.critics:
+                params += list(self.critics[adapter].parameters())
+            self.optimizers[adapter] = torch.optim.AdamW(params, lr=self.roles[path_roles[0]].lr, weight_decay=0.0)
+            self.schedulers[adapter] = torch.optim.lr_scheduler.LambdaLR(self.optimizers[adapter], self._lr_factor)
+
+    def _lr_factor(self, step: int) -> float:
+        cfg = self.config
+        warm = min(1.0, (step + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+        decay = max(0.0, 1.0 - step / cfg.steps) if cfg.lr_schedule == "linear" else 1.0
+        return warm * decay
 
     # ------------------------------------------------------------------------------------------- rollout
     def scenarios(self, step: int) -> tuple[list, list[int]]:
-        """This step's scenarios, each repeated group_size times, and their group ids."""
-        cfg = self.config
+        """This process's share of the step's scenarios, each repeated group_size times, and their group ids."""
+        cfg, acc = self.config, self.accelerator
         base = self.task.sample_scenarios(cfg.scenarios_per_step, seed=1_000_000 + cfg.seed * 10_007 + step)
-        scenarios = [s for s in base for _ in range(cfg.group_size)]
-        groups = [g for g in range(len(base)) for _ in range(cfg.group_size)]
+        mine = list(range(len(base)))[acc.process_index::acc.num_processes]
+        scenarios = [base[g] for g in mine for _ in range(cfg.group_size)]
+        groups = [g for g in mine for _ in range(cfg.group_size)]
         return scenarios, groups
 
     def rollout(self, step: int) -> tuple[list[Episode], list[int]]:
@@ -127,85 +204,199 @@ class Trainer:
         self.model.eval()
         return play(self.task, self.agents, scenarios), groups
 
+    def _role_turns(self, episode: Episode, role: str) -> tuple[list, list[float]]:
+        """The role's LM turns and their rewards: per-turn rewards (if any) plus the outcome on the last of them."""
+        talk = [t for t in episode.state.turns if t.role == role and t.phase == "talk"]
+        extra = list(self.turn_rewards(episode, role)) if self.turn_rewards is not None else [0.0] * len(talk)
+        if len(extra) != len(talk):
+            raise ValueError(f"turn_rewards gave {len(extra)} rewards for {len(talk)} talk turns of role {role!r}")
+        by_turn = {id(t): r for t, r in zip(talk, extra)}
+        turns = [t for t in episode.state.turns if t.role == role and t.completion_ids]
+        rewards = [by_turn.get(id(t), 0.0) for t in turns]
+        if rewards:
+            rewards[-1] += episode.outcome[role]["reward"]
+        return turns, rewards
+
     def samples(self, episodes: list[Episode], groups: list[int]) -> dict[str, list[Sample]]:
-        """Per update path, the trainable roles' turns with their advantages (the same for all turns of a role
-        in one dialogue: the outcome reward, baselined within its scenario group)."""
+        """Per update path, the trainable roles' turns with their advantages.
+
+        grpo / rloo: the role's total reward in a dialogue, baselined within its scenario group, on all its turns.
+        ppo: turn-level GAE over the role's turns with the path's critic (values from a no-grad pass).
+        """
         cfg = self.config
         trainable = [r for r, s in self.roles.items() if s.trainable]
-        keys = [(i, r) for i in range(len(episodes)) for r in trainable]
-        rewards = torch.tensor([episodes[i].outcome[r]["reward"] for i, r in keys])
-        adv = group_advantages(rewards, [groups[i] for i, _ in keys], cfg.algorithm,
-                               roles=[r for _, r in keys], isolate=cfg.isolate)
         out: dict[str, list[Sample]] = {a: [] for a in self.paths}
-        for (i, role), a in zip(keys, adv.tolist()):
-            for t in episodes[i].state.turns:
-                if t.role == role and t.completion_ids:
-                    out[self.roles[role].adapter].append(
-                        Sample(role, t.prompt_ids, t.completion_ids, t.logprobs, a))
+        trajectories = [(i, r, *self._role_turns(episodes[i], r)) for i in range(len(episodes)) for r in trainable]
+        if cfg.algorithm != "ppo":
+            totals = torch.tensor([sum(rw) if turns else episodes[i].outcome[r]["reward"]
+                                   for i, r, turns, rw in trajectories])
+            adv = group_advantages(totals, [groups[i] for i, *_ in trajectories], cfg.algorithm,
+                                   roles=[r for _, r, *_ in trajectories], isolate=cfg.isolate)
+            for (i, role, turns, _), a in zip(trajectories, adv.tolist()):
+                out[self.roles[role].adapter] += [Sample(role, t.prompt_ids, t.completion_ids, t.logprobs, a)
+                                                  for t in turns]
+            return out
+        for adapter in self.paths:
+            trajs = [(r, turns, rw) for _, r, turns, rw in trajectories if self.roles[r].adapter == adapter and turns]
+            flat = [Sample(r, t.prompt_ids, t.completion_ids, t.logprobs, 0.0) for r, turns, _ in trajs for t in turns]
+            if not flat:
+                continue
+            values = self.values(adapter, flat)
+            T = max(len(turns) for _, turns, _ in trajs)
+            R, V, M = torch.zeros(len(trajs), T), torch.zeros(len(trajs), T), torch.zeros(len(trajs), T)
+            k = 0
+            for b, (_, turns, rw) in enumerate(trajs):
+                n = len(turns)
+                R[b, :n], V[b, :n], M[b, :n] = torch.tensor(rw), values[k:k + n], 1
+                k += n
+            adv, ret = turn_gae(R, V, M, gamma=cfg.gamma, lam=cfg.lam)
+            if cfg.whiten_advantages and M.sum() > 1:
+                adv = whiten(adv, M)
+            mask = M.bool()
+            for s, a, g, v in zip(flat, adv[mask].tolist(), ret[mask].tolist(), V[mask].tolist()):
+                s.advantage, s.ret, s.value = a, g, v
+            out[adapter] = flat
         return out
 
     # -------------------------------------------------------------------------------------------- update
-    def token_logprobs(self, batch: list[Sample]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Right-padded (B, L) log-probs of each sample's completion tokens under the active adapter, the
-        rollout's sampling log-probs, and the completion mask. L = the longest prompt + completion."""
-        dev = next(self.model.parameters()).device
-        seqs = [s.prompt_ids + s.completion_ids for s in batch]
+    def _autocast(self):
+        precision = self.config.mixed_precision
+        if precision == "no":  # `accelerate launch --mixed_precision bf16` sets this; an Accelerator that another
+            # trainer created earlier in this process (e.g. a warm start's) must not switch it on
+            precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+        if precision not in ("bf16", "fp16"):
+            return contextlib.nullcontext()
+        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+        return torch.autocast(device_type=self.accelerator.device.type, dtype=dtype)
+
+    def _batch(self, batch: list[Sample], with_completion: bool = True):
+        """Right-padded ids and attention mask of prompt (+ completion) per sample."""
+        seqs = [s.prompt_ids + (s.completion_ids if with_completion else []) for s in batch]
         L = max(len(x) for x in seqs)
-        pad = self.tokenizer.pad_token_id
-        ids = torch.full((len(batch), L), pad, dtype=torch.long)
+        ids = torch.full((len(batch), L), self.tokenizer.pad_token_id, dtype=torch.long)
         attn = torch.zeros((len(batch), L), dtype=torch.long)
-        cmask = torch.zeros((len(batch), L - 1))
-        old = torch.zeros((len(batch), L - 1))
-        for b, (s, x) in enumerate(zip(batch, seqs)):
+        for b, x in enumerate(seqs):
             ids[b, :len(x)] = torch.tensor(x)
             attn[b, :len(x)] = 1
+        dev = self.accelerator.device
+        return ids.to(dev), attn.to(dev)
+
+    def token_logprobs(self, batch: list[Sample], adapter: str | None = None, with_entropy: bool = False):
+        """Right-padded (B, L-1) log-probs of each sample's completion tokens under the active adapter, the
+        rollout's sampling log-probs, and the completion mask; with `adapter` and a critic also V(s) per sample
+        (read at the last prompt token), and with `with_entropy` the per-token entropy. Returns a dict."""
+        ids, attn = self._batch(batch)
+        B, L = ids.shape
+        cmask = torch.zeros((B, L - 1))
+        old = torch.zeros((B, L - 1))
+        for b, s in enumerate(batch):
             start = len(s.prompt_ids) - 1              # logits at position t predict token t + 1
             cmask[b, start:start + len(s.completion_ids)] = 1
             old[b, start:start + len(s.completion_ids)] = torch.tensor(s.logprobs)
-        ids, attn = ids.to(dev), attn.to(dev)
-        logits = self.model(input_ids=ids, attention_mask=attn).logits[:, :-1].float() / self.config.temperature
-        logp = logits.log_softmax(-1).gather(-1, ids[:, 1:, None]).squeeze(-1)   # (B, L-1)
-        return logp, old.to(dev), cmask.to(dev)
+        critic = self.critics.get(adapter)
+        with self._autocast():
+            out = self.model(input_ids=ids, attention_mask=attn, output_hidden_states=critic is not None)
+        logits = out.logits[:, :-1].float() / self.config.temperature
+        logp_all = logits.log_softmax(-1)
+        dev = ids.device
+        res = {"logp": logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1), "old": old.to(dev), "mask": cmask.to(dev)}
+        if critic is not None:
+            last = torch.tensor([len(s.prompt_ids) - 1 for s in batch], device=dev)
+            res["value"] = critic(out.hidden_states[-1][torch.arange(B, device=dev), last])
+        if with_entropy:
+            res["entropy"] = -(logp_all.exp() * logp_all).sum(-1)
+        return res
+
+    @torch.no_grad()
+    def values(self, adapter: str, samples: list[Sample]) -> torch.Tensor:
+        """V_old(s_t) of each sample's state (its prompt) under the path's adapter and critic: (N,)."""
+        use_adapter(self.model, adapter)
+        self.model.eval()
+        critic, out = self.critics[adapter], []
+        for k in range(0, len(samples), self.config.minibatch_turns):
+            chunk = samples[k:k + self.config.minibatch_turns]
+            ids, attn = self._batch(chunk, with_completion=False)
+            with self._autocast():
+                hidden = self.model(input_ids=ids, attention_mask=attn, output_hidden_states=True).hidden_states[-1]
+            last = attn.sum(1) - 1
+            out.append(critic(hidden[torch.arange(len(chunk), device=ids.device), last]).cpu())
+        return torch.cat(out)
+
+    def _sync_gradients(self, params: list[torch.nn.Parameter]) -> None:
+        """Sum the gradients over processes (each process already weighted its loss by its share of tokens)."""
+        if self.accelerator.num_processes == 1:
+            return
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = self.accelerator.reduce(torch.cat([g.flatten() for g in grads]), reduction="sum")
+        k = 0
+        for p in params:
+            p.grad = flat[k:k + p.numel()].view_as(p).clone()
+            k += p.numel()
 
     def update(self, adapter: str, samples: list[Sample]) -> dict:
-        """One update of one path: clipped surrogate (+ k3 KL to the base model) over its own tokens only."""
-        cfg = self.config
+        """One update of one path: clipped surrogate (+ value loss, + k3 KL to the base model, - entropy bonus)
+        over its own tokens only; gradients accumulate over chunks of `minibatch_turns` turns."""
+        cfg, acc = self.config, self.accelerator
         use_adapter(self.model, adapter)
         self.model.train()
         opt = self.optimizers[adapter]
         n_tokens = sum(len(s.completion_ids) for s in samples)
+        total_tokens = int(acc.reduce(torch.tensor(n_tokens, device=acc.device), reduction="sum")) \
+            if acc.num_processes > 1 else n_tokens
         stats = {"loss": 0.0, "clip_frac": 0.0, "ratio": 0.0, "kl": 0.0}
-        if not samples:
+        if cfg.algorithm == "ppo":
+            stats.update(value_loss=0.0, value=0.0)
+        if cfg.entropy_coef:
+            stats["entropy"] = 0.0
+        params = [p for g in opt.param_groups for p in g["params"]]
+        if total_tokens == 0:
             return stats
         for _ in range(cfg.epochs_per_step):
             opt.zero_grad(set_to_none=True)
             for k in range(0, len(samples), cfg.minibatch_turns):
                 chunk = samples[k:k + cfg.minibatch_turns]
-                logp, old, mask = self.token_logprobs(chunk)
+                res = self.token_logprobs(chunk, adapter, with_entropy=bool(cfg.entropy_coef))
+                logp, old, mask = res["logp"], res["old"], res["mask"]
                 adv = torch.zeros_like(logp)
+                segments = torch.full_like(logp, -1, dtype=torch.long)
                 for b, s in enumerate(chunk):
                     adv[b] = s.advantage
-                weight = mask.sum().item() / n_tokens             # token-mean over the whole rollout
-                loss, st = policy_loss(logp, old, adv, mask, clip_eps=cfg.clip_eps)
+                    segments[b] = b
+                weight = mask.sum().item() / total_tokens      # token-mean over the whole rollout
+                loss, st = policy_loss(logp, old, adv, mask, clip_eps=cfg.clip_eps, clip_eps_high=cfg.clip_eps_high,
+                                       level=cfg.ratio_level, segments=segments)
+                if "value" in res:
+                    v_old = torch.tensor([s.value for s in chunk], device=logp.device)
+                    ret = torch.tensor([s.ret for s in chunk], device=logp.device)
+                    vl = value_loss(res["value"], v_old, ret, torch.ones_like(ret), clip_eps=cfg.value_clip)
+                    loss = loss + cfg.vf_coef * vl
+                    stats["value_loss"] += vl.item() * weight
+                    stats["value"] += res["value"].mean().item() * weight
                 if cfg.kl_coef:
-                    with torch.no_grad(), base_model(self.model):
-                        ref, _, _ = self.token_logprobs(chunk)
+                    with torch.no_grad(), base_model(self.model), self._autocast():
+                        ref = self.token_logprobs(chunk)["logp"]
                     kl = (kl_k3(logp, ref) * mask).sum() / mask.sum()
                     loss = loss + cfg.kl_coef * kl
                     stats["kl"] += kl.item() * weight
+                if cfg.entropy_coef:
+                    ent = (res["entropy"] * mask).sum() / mask.sum()
+                    loss = loss - cfg.entropy_coef * ent
+                    stats["entropy"] += ent.item() * weight
                 (loss * weight).backward()
                 stats["loss"] += loss.item() * weight
                 stats["clip_frac"] += st["clip_frac"] * weight
                 stats["ratio"] += st["ratio"] * weight
-            params = [p for g in opt.param_groups for p in g["params"]]
+            self._sync_gradients(params)
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
             opt.step()
+        self.schedulers[adapter].step()
         self.model.eval()
-        return {k: v / cfg.epochs_per_step for k, v in stats.items()}
+        stats["lr"] = self.schedulers[adapter].get_last_lr()[0]
+        return {k: (v / cfg.epochs_per_step if k != "lr" else v) for k, v in stats.items()}
 
     # ---------------------------------------------------------------------------------------------- loop
     def step(self) -> dict:
-        """One rollout and one update per path; returns the step's metrics."""
+        """One rollout and one update per path; returns the step's metrics (averaged over processes)."""
         k = self.step_count
         episodes, groups = self.rollout(k)
         metrics = {"step": k}
@@ -222,30 +413,171 @@ class Trainer:
             for n, v in self.update(adapter, samples).items():
                 metrics[f"{adapter}/{n}"] = v
         self.step_count += 1
-        return metrics
+        return self._mean_over_processes(metrics)
+
+    def _mean_over_processes(self, row: dict) -> dict:
+        acc = self.accelerator
+        if acc.num_processes == 1:
+            return row
+        names = sorted(n for n, v in row.items() if n != "step" and isinstance(v, (int, float)))
+        vals = acc.reduce(torch.tensor([float(row[n]) for n in names], device=acc.device), reduction="mean")
+        return {**row, **dict(zip(names, vals.tolist()))}
 
     def train(self, log=None, eval_fn: Callable[["Trainer"], dict] | None = None, eval_every: int = 0,
-              progress: bool = True) -> list[dict]:
-        """Run config.steps steps; every `eval_every` steps (and at the end) call eval_fn(trainer) for held-out
-        metrics. Each row goes to `log.log(**row)` (a MetricsLogger) when given. Returns all rows."""
+              progress: bool = True, checkpoint_dir: str | Path | None = None, resume: bool = False) -> list[dict]:
+        """Run up to config.steps steps.
+
+        eval_fn(trainer) -> held-out metrics, every `eval_every` steps and at the end (see `panel_eval`).
+        Each row goes to `log.log(**row)` (a MetricsLogger; main process only) and to the chosen `report_to`
+        tracker. With checkpoint_dir, a checkpoint is written every `save_every` steps and at the end; with
+        resume=True the latest checkpoint there is loaded first and training continues exactly where it stopped.
+        Returns the rows of this call.
+        """
         from tqdm.auto import tqdm
 
+        cfg, acc = self.config, self.accelerator
+        if resume and checkpoint_dir is not None:
+            latest = latest_checkpoint(checkpoint_dir)
+            if latest is not None:
+                self.load_checkpoint(latest)
+        tracker = self._start_tracker()
         rows = []
-        bar = tqdm(range(self.step_count, self.config.steps), desc="train", disable=not progress)
+        bar = tqdm(range(self.step_count, cfg.steps), desc="train", disable=not progress or not acc.is_main_process)
         for _ in bar:
             row = self.step()
             if eval_fn is not None and eval_every and (self.step_count % eval_every == 0
-                                                       or self.step_count == self.config.steps):
+                                                       or self.step_count == cfg.steps):
                 row.update({f"eval/{n}": v for n, v in eval_fn(self).items()})
             rows.append(row)
-            if log is not None:
-                log.log(**row)
+            if acc.is_main_process:
+                if log is not None:
+                    log.log(**row)
+                if tracker:
+                    acc.log({n: v for n, v in row.items() if isinstance(v, (int, float))}, step=row["step"])
+            if checkpoint_dir is not None and (self.step_count == cfg.steps
+                                               or (cfg.save_every and self.step_count % cfg.save_every == 0)):
+                self.save_checkpoint(Path(checkpoint_dir) / f"step-{self.step_count:06d}")
             shown = {n: v for n, v in row.items() if n.startswith("reward/") or n.endswith("/loss")}
             bar.set_postfix({n: f"{v:.3g}" for n, v in shown.items()})
+        if tracker:
+            acc.end_training()
         return rows
+
+    def _start_tracker(self) -> bool:
+        if self.config.report_to == "none":
+            return False
+        flat = {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in asdict(self.config).items()}
+        self.accelerator.init_trackers("dialogrl", config=flat)
+        return True
+
+    # ------------------------------------------------------------------------------------- checkpoints
+    def _rngs(self) -> dict[str, random.Random]:
+        """The private RNGs of the fixed agents (scripted personas, population members), by a stable name."""
+        found = {}
+        for role, spec in sorted(self.roles.items()):
+            if spec.agent is None:
+                continue
+            members = getattr(spec.agent, "members", {"": spec.agent})
+            for name, agent in sorted(members.items()):
+                if isinstance(getattr(agent, "rng", None), random.Random):
+                    found[f"{role}/{name}"] = agent.rng
+        return found
+
+    def save_checkpoint(self, path: str | Path) -> Path:
+        """Adapters, value heads, optimizers, schedulers, every RNG state and the step, in one file (main
+        process only; every process holds the same weights)."""
+        path = Path(path)
+        if not self.accelerator.is_main_process:
+            return path
+        path.mkdir(parents=True, exist_ok=True)
+        state = {
+            "step": self.step_count,
+            "config": asdict(self.config),
+            "adapters": {a: {n: p.detach().cpu().clone() for n, p in adapter_parameters(self.model, a).items()}
+                         for a in self.paths},
+            "critics": {a: c.state_dict() for a, c in self.critics.items()},
+            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
+            "schedulers": {a: s.state_dict() for a, s in self.schedulers.items()},
+            "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                    "agents": {n: r.getstate() for n, r in self._rngs().items()}},
+        }
+        torch.save(state, path / "trainer.pt")
+        return path
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore a checkpoint written by save_checkpoint: training continues as if it had never stopped."""
+        file = Path(path) / "trainer.pt"
+        if not file.exists():
+            raise FileNotFoundError(f"no trainer checkpoint at {file}")
+        state = torch.load(file, map_location="cpu", weights_only=False)
+        if set(state["adapters"]) != set(self.paths):
+            raise ValueError(f"checkpoint has update paths {sorted(state['adapters'])}, this trainer "
+                             f"{sorted(self.paths)}")
+        with torch.no_grad():
+            for a, tensors in state["adapters"].items():
+                params = adapter_parameters(self.model, a)
+                for n, t in tensors.items():
+                    params[n].copy_(t)
+        for a, sd in state["critics"].items():
+            self.critics[a].load_state_dict(sd)
+        for a, sd in state["optimizers"].items():
+            self.optimizers[a].load_state_dict(sd)
+        for a, sd in state["schedulers"].items():
+            self.schedulers[a].load_state_dict(sd)
+        rng = state["rng"]
+        random.setstate(rng["python"])
+        np.random.set_state(rng["numpy"])
+        torch.set_rng_state(rng["torch"])
+        if rng["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(rng["cuda"])
+        for n, r in self._rngs().items():
+            if n in rng["agents"]:
+                r.setstate(rng["agents"][n])
+        self.step_count = state["step"]
 
     def config_dict(self) -> dict:
         return {"config": asdict(self.config),
                 "roles": {r: {"agent": getattr(s.agent, "name", None), "adapter": s.adapter,
                               "trainable": s.trainable, "lr": s.lr} for r, s in self.roles.items()}}
 
+
+def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
+    """The checkpoint of the highest step under checkpoint_dir (folders step-NNNNNN), or None."""
+    found = sorted(Path(checkpoint_dir).glob("step-*/trainer.pt"))
+    return found[-1].parent if found else None
+
+
+def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list, seed: int = 12345
+               ) -> Callable[[Trainer], dict]:
+    """An eval_fn for Trainer.train: the role's current policy against each held-out counterpart, frozen.
+
+    Plays `scenarios` against every panel member (the policy in `role`'s seat) with a fixed sampling seed, and
+    restores the global RNG state afterwards so evaluation never changes the training run. Returns per
+    counterpart the policy's mean score, agreement and reward, and their means over the panel.
+    """
+    from dialogrl.evaluate import game_rows
+    from dialogrl.run import seed_everything
+
+    def evaluate(trainer: Trainer) -> dict:
+        spec = trainer.roles[role]
+        policy = LMAgent(trainer.model, trainer.tokenizer, adapter=spec.adapter, name="policy",
+                         max_new_tokens=trainer.config.max_new_tokens, temperature=trainer.config.temperature)
+        saved = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        out: dict[str, float] = {}
+        try:
+            for name, agent in panel.items():
+                seed_everything(seed)
+                episodes = play(task, {role: policy, task.other(role): agent}, scenarios)
+                rows = game_rows(task, episodes, role)
+                for metric in ("score", "agreed", "reward"):
+                    out[f"{name}/{metric}"] = float(np.mean([r[metric] for r in rows]))
+        finally:
+            random.setstate(saved[0])
+            np.random.set_state(saved[1])
+            torch.set_rng_state(saved[2])
+        for metric in ("score", "agreed", "reward"):
+            out[f"panel/{metric}"] = float(np.mean([out[f"{n}/{metric}"] for n in panel]))
+        return out
+
+    return evaluate
