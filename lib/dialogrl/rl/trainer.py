@@ -18,9 +18,12 @@ Algorithms (`TrainConfig.algorithm`):
                  turns; turn-level GAE over the role's turns propagates the outcome (and any per-turn reward) to
                  every turn; clipped value loss.
 
-Scale-out uses accelerate: under `accelerate launch --num_processes N` each process plays its share of the step's
-scenario groups and the trainable parameters' gradients are averaged over processes (all-reduce, as DDP does)
-before every optimizer step, so all processes keep identical weights. Mixed precision is autocast (bf16 / fp16).
+Scale-out uses accelerate: launched as N processes, each process plays its share of the step's scenario groups and
+the trainable parameters' gradients are averaged over processes (all-reduce, as DDP does) before every optimizer
+step, so all processes keep identical weights. On GPUs: `accelerate launch --multi_gpu --num_processes N script.py`.
+On CPUs the same command (or `torchrun --nproc_per_node N`) runs N gloo processes: accelerate 1.15's `--cpu` flag
+starts several processes only through mpirun, and the trainer already keeps a CPU model on the CPU.
+Mixed precision is autocast (bf16 / fp16).
 """
 from __future__ import annotations
 
@@ -150,7 +153,9 @@ class Trainer:
                 raise ImportError(f"report_to={cfg.report_to!r} needs the {cfg.report_to!r} package: "
                                   f"pip install {cfg.report_to}")
             log_with = cfg.report_to
-        self.accelerator = Accelerator(log_with=log_with, project_dir=cfg.log_dir)
+        # a model on the CPU trains on the CPU, also in a multi-process run (gloo); else accelerate picks the device
+        on_cpu = next(self.model.parameters()).device.type == "cpu"
+        self.accelerator = Accelerator(cpu=on_cpu, log_with=log_with, project_dir=cfg.log_dir)
         self.model.to(self.accelerator.device)
         self.agents: dict[str, Agent] = {}
         lm_agents: dict = {}
