@@ -7,7 +7,8 @@ A task
     shared history from its own point of view (its own turns as `assistant`, the partner's as `user`);
   - parses an utterance into game actions and applies the rules (`step`), marking rule breaks on the Turn and
     ending the game when the rules say so (`state.done`);
-  - scores the outcome for every role (`outcome`) and aggregates metrics over many games (`metrics`).
+  - scores the outcome for every role (`outcome`) and aggregates metrics over many games (`metrics`);
+  - optionally, describes a state by numeric features for a turn-level reward model (`turn_features`).
 
 A malformed utterance never raises: the task records why it was invalid on the Turn and applies its rules.
 """
@@ -76,6 +77,16 @@ class Task:
     def metrics(self, states: Sequence[GameState]) -> dict:
         """Aggregate metrics over finished games (rates, means)."""
         raise NotImplementedError
+
+    def turn_features(self, state: GameState, role: str) -> dict[str, float]:
+        """Numeric features of `state`, read just after a turn, for predicting `role`'s final outcome reward.
+
+        The input of the turn-level reward model of Static Context RL (dialogrl.rl.static). Every call must return
+        the same keys. It is the environment's reward model, so it may read privileged information (the partner's
+        private values). Optional: only tasks trained with Static Context RL implement it.
+        """
+        raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no turn_features(state, role); "
+                                  "implement it to fit a turn-level reward model (see dialogrl.rl.static)")
 
     def other(self, role: str) -> str:
         """The partner of `role` in a two-role task."""

@@ -312,3 +312,48 @@ class DealOrNoDeal(Task):
             "invalid_rate": sum(t.invalid is not None for t in turns) / max(len(turns), 1),
             "turns": float(np.mean([len(s.talk_turns()) for s in states])),
         }
+
+    # -- features for a turn-level reward model
+    def turn_features(self, state: GameState, role: str) -> dict[str, float]:
+        """Numeric features of `state` (read just after a turn) for predicting `role`'s final outcome reward.
+
+        The input of the turn-level reward model of Static Context RL (dialogrl.rl.static). It is the environment's
+        reward model, so it reads privileged information: the partner's private values. Values are in points (0..10);
+        a missing offer or deal gives 0 with its indicator. Informative mostly for the offer protocol; under the
+        selection protocol only the turn counts and the end reason vary.
+        """
+        counts = state.scenario.counts
+        i = self.roles.index(role)
+        mine, theirs = state.scenario.values[i], state.scenario.values[1 - i]
+        talk = state.talk_turns()
+        last = talk[-1] if talk else None
+
+        def values(proposer: str, share) -> tuple[int, int]:
+            """(role's value, partner's value) if the proposal `share` of `proposer` were accepted."""
+            own = share if proposer == role else complement(counts, share)
+            return split_value(mine, own), split_value(theirs, complement(counts, own))
+
+        offer = state.info.get("offer")  # (proposer, proposer's share), offer protocol only
+        offer_own, offer_partner = values(*offer) if offer else (0, 0)
+        asks = [(t.role, t.action["share"]) for t in talk
+                if t.invalid is None and t.action and t.action.get("type") == "propose"]
+        partner_best = max((values(r, s)[0] for r, s in asks if r != role), default=0)   # best the partner offered
+        own_last = next((values(r, s)[0] for r, s in reversed(asks) if r == role), 0)    # what role last asked for
+        deal = self.deal(state) if state.done else None
+        return {
+            "first": float(role == self.roles[0]),
+            "turns": float(len(talk)),
+            "turns_left": float(self.max_turns - len(talk)),
+            "spoke_last": float(last is not None and last.role == role),
+            "invalid": float(last is not None and last.invalid is not None),
+            "own_invalid": float(sum(t.invalid is not None for t in state.turns if t.role == role)),
+            "done": float(state.done),
+            **{f"end_{r}": float(state.end_reason == r) for r in ("accept", "no_deal", "turn_cap", "selection")},
+            "offer_none": float(offer is None),
+            "offer_by_self": float(offer is not None and offer[0] == role),
+            "offer_value": float(offer_own),            # role's value of the standing offer, were it accepted
+            "offer_partner_value": float(offer_partner),  # the partner's value of it (privileged)
+            "partner_best": float(partner_best),
+            "own_last": float(own_last),
+            "deal_value": float(split_value(mine, deal[role])) if deal else 0.0,
+        }
