@@ -85,6 +85,11 @@ TINY_MODELS: dict[str, TinyRecipe] = {
         corpus_kwargs={"n_dialogues": 9000, "seed": 0, "views": "one"},
         description="Deal or No Deal (offer protocol), warm-started on scripted persona dialogues",
     ),
+    "tiny-telesales": TinyRecipe(
+        corpus="dialogrl.envs.telesales:telesales_corpus",
+        corpus_kwargs={"n_dialogues": 7000, "seed": 0, "views": "one"},  # ~2.3M tokens, as many as tiny-dond's
+        description="Vehicle TeleSales (seller and buyer), warm-started on scripted persona dialogues",
+    ),
     "tiny-dond-human": TinyRecipe(
         corpus="dialogrl.data:dond_human_corpus",
         corpus_kwargs={"source": "mikelewis0/deal_or_no_dialog"},  # or a local copy: build-tiny ... --data PATH
