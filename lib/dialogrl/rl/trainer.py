@@ -275,41 +275,50 @@ class Trainer:
         return torch.autocast(device_type=self.accelerator.device.type, dtype=dtype)
 
     def _batch(self, batch: list[Sample], with_completion: bool = True):
-        """Right-padded ids and attention mask of prompt (+ completion) per sample."""
+        """Left-padded ids, attention mask and position ids (counting real tokens) of prompt (+ completion)."""
         seqs = [s.prompt_ids + (s.completion_ids if with_completion else []) for s in batch]
         L = max(len(x) for x in seqs)
         ids = torch.full((len(batch), L), self.tokenizer.pad_token_id, dtype=torch.long)
         attn = torch.zeros((len(batch), L), dtype=torch.long)
+        pos = torch.zeros((len(batch), L), dtype=torch.long)
         for b, x in enumerate(seqs):
-            ids[b, :len(x)] = torch.tensor(x)
-            attn[b, :len(x)] = 1
+            ids[b, L - len(x):] = torch.tensor(x)
+            attn[b, L - len(x):] = 1
+            pos[b, L - len(x):] = torch.arange(len(x))
         dev = self.accelerator.device
-        return ids.to(dev), attn.to(dev)
+        return ids.to(dev), attn.to(dev), pos.to(dev)
 
     def token_logprobs(self, batch: list[Sample], adapter: str | None = None, with_entropy: bool = False):
-        """Right-padded (B, L-1) log-probs of each sample's completion tokens under the active adapter, the
-        rollout's sampling log-probs, and the completion mask; with `adapter` and a critic also V(s) per sample
-        (read at the last prompt token), and with `with_entropy` the per-token entropy. Returns a dict."""
-        ids, attn = self._batch(batch)
+        """Log-probs of each sample's completion tokens under the active adapter, (B, K) with K the longest
+        completion (completions right-aligned, as the left-padded sequences end with them), the rollout's sampling
+        log-probs and the completion mask in the same layout; with `adapter` and a critic also V(s) per sample
+        (read at the last prompt token), and with `with_entropy` the per-token entropy. Returns a dict.
+        Logits are computed for the completion positions only (logits_to_keep): with a hub model's 150k-word
+        vocabulary, logits over every prompt position would dominate the update's memory."""
+        ids, attn, pos = self._batch(batch)
         B, L = ids.shape
-        cmask = torch.zeros((B, L - 1))
-        old = torch.zeros((B, L - 1))
+        K = max(len(s.completion_ids) for s in batch)
+        cmask = torch.zeros((B, K))
+        old = torch.zeros((B, K))
         for b, s in enumerate(batch):
-            start = len(s.prompt_ids) - 1              # logits at position t predict token t + 1
-            cmask[b, start:start + len(s.completion_ids)] = 1
-            old[b, start:start + len(s.completion_ids)] = torch.tensor(s.logprobs)
+            n = len(s.completion_ids)
+            cmask[b, K - n:] = 1
+            old[b, K - n:] = torch.tensor(s.logprobs)
         critic = self.critics.get(adapter)
         with self._autocast():
-            out = self.model(input_ids=ids, attention_mask=attn, output_hidden_states=critic is not None)
-        logits = out.logits[:, :-1].float() / self.config.temperature
+            out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=K + 1,
+                             output_hidden_states=critic is not None)
+        logits = out.logits[:, :-1].float() / self.config.temperature     # position t predicts token t + 1
         logp_all = logits.log_softmax(-1)
         dev = ids.device
-        res = {"logp": logp_all.gather(-1, ids[:, 1:, None]).squeeze(-1), "old": old.to(dev), "mask": cmask.to(dev)}
+        cmask = cmask.to(dev)
+        logp = logp_all.gather(-1, ids[:, L - K:, None]).squeeze(-1)
+        res = {"logp": torch.where(cmask > 0, logp, torch.zeros_like(logp)), "old": old.to(dev), "mask": cmask}
         if critic is not None:
-            last = torch.tensor([len(s.prompt_ids) - 1 for s in batch], device=dev)
+            last = torch.tensor([L - len(s.completion_ids) - 1 for s in batch], device=dev)
             res["value"] = critic(out.hidden_states[-1][torch.arange(B, device=dev), last])
         if with_entropy:
-            res["entropy"] = -(logp_all.exp() * logp_all).sum(-1)
+            res["entropy"] = -(logp_all.exp() * logp_all).sum(-1) * cmask
         return res
 
     @torch.no_grad()
@@ -317,15 +326,14 @@ class Trainer:
         """V_old(s_t) of each sample's state (its prompt) under the path's adapter and critic: (N,)."""
         use_adapter(self.model, adapter)
         self.model.eval()
-        critic, out = self.critics[adapter], []
-        for k in range(0, len(samples), self.config.minibatch_turns):
-            chunk = samples[k:k + self.config.minibatch_turns]
-            ids, attn = self._batch(chunk, with_completion=False)
+        critic, out = self.critics[adapter], torch.zeros(len(samples))
+        for chunk in _chunks(samples, self.config.minibatch_turns, key=lambda s: len(s.prompt_ids)):
+            ids, attn, pos = self._batch([samples[i] for i in chunk], with_completion=False)
             with self._autocast():
-                hidden = self.model(input_ids=ids, attention_mask=attn, output_hidden_states=True).hidden_states[-1]
-            last = attn.sum(1) - 1
-            out.append(critic(hidden[torch.arange(len(chunk), device=ids.device), last]).cpu())
-        return torch.cat(out)
+                hidden = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1,
+                                    output_hidden_states=True).hidden_states[-1]
+            out[chunk] = critic(hidden[:, -1]).cpu()                      # left padding: the last prompt token
+        return out
 
     def _sync_gradients(self, params: list[torch.nn.Parameter]) -> None:
         """Sum the gradients over processes (each process already weighted its loss by its share of tokens)."""
@@ -358,8 +366,9 @@ class Trainer:
             return stats
         for _ in range(cfg.epochs_per_step):
             opt.zero_grad(set_to_none=True)
-            for k in range(0, len(samples), cfg.minibatch_turns):
-                chunk = samples[k:k + cfg.minibatch_turns]
+            by_length = lambda s: len(s.prompt_ids) + len(s.completion_ids)  # noqa: E731
+            for idx in _chunks(samples, cfg.minibatch_turns, key=by_length):
+                chunk = [samples[i] for i in idx]
                 res = self.token_logprobs(chunk, adapter, with_entropy=bool(cfg.entropy_coef))
                 logp, old, mask = res["logp"], res["old"], res["mask"]
                 adv = torch.zeros_like(logp)
@@ -545,6 +554,13 @@ class Trainer:
         return {"config": asdict(self.config),
                 "roles": {r: {"agent": getattr(s.agent, "name", None), "adapter": s.adapter,
                               "trainable": s.trainable, "lr": s.lr} for r, s in self.roles.items()}}
+
+
+def _chunks(samples: list, size: int, key: Callable) -> list[list[int]]:
+    """Indices of `samples` in chunks of at most `size`, sorted by length (`key`) so that each chunk pads little;
+    the loss weighs each chunk by its share of tokens, so the order does not change the update."""
+    order = sorted(range(len(samples)), key=lambda i: key(samples[i]))
+    return [order[k:k + size] for k in range(0, len(order), size)]
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
