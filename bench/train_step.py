@@ -23,8 +23,9 @@ blocks the heap keeps (it depends on the order of allocations, not only on the l
 MALLOC_MMAP_THRESHOLD_ in the modes' processes so that large blocks go back to the system when freed and the peak
 follows the live tensors (slower: its tokens/s are not comparable with a default run).
 
-  ours       Trainer.update("A", samples) with the default minibatch_turns: per chunk of turns, each turn is its own
-             right-padded sequence prompt + completion; the loss uses the rollout's sampling log-probs as pi_old.
+  ours       Trainer.update("A", samples) with the default minibatch_turns: turns sorted by length into chunks, each
+             turn its own left-padded sequence prompt + completion, logits only at the completion positions; the
+             loss uses the rollout's sampling log-probs as pi_old.
   trl        PlainGRPOTrainer (dialogrl.rl.trl_rollout.grpo_trainer_class() on CPU) with peft_config (the same LoRA
              config; TRL wraps the base model itself), beta=0, loss_type="dapo" (token mean over the batch, as ours),
              per_device_train_batch_size x gradient_accumulation_steps = the batch, set up as `Trainer.train` does
@@ -45,8 +46,8 @@ follows the live tensors (slower: its tokens/s are not comparable with a default
              (less the rest of any turn whose tokens do not reappear verbatim in the next prompt: layout_turns masks
              them, the batch line counts such turns, and this mode's token count is its own).
   trl-gc     trl with TRL's default gradient_checkpointing=True (less memory, one more forward per micro-batch).
-  ours-sorted  a diagnostic: ours with the samples sorted by length before the call (a caller-side change; the loss
-             is the same token mean over the batch), so each chunk pads to similar lengths.
+  ours-sorted  ours with the samples sorted by length before the call (since the trainer sorts its chunks itself,
+             now the same computation as ours; kept to compare with runs made before that change).
 
 Prints one line per mode; the last line is `ratio: <ours tok/s / trl tok/s>`. One thread by default (--threads): on
 a CPU shared with other jobs, multi-threaded ops wait for descheduled threads and time the scheduler instead.
