@@ -71,6 +71,8 @@ class TrainConfig:
     gamma: float = 1.0                # ppo: discount over a role's turns
     lam: float = 0.95                 # ppo: GAE lambda
     vf_coef: float = 0.5              # ppo: weight of the value loss
+    critic_trunk: bool = False        # ppo: value-loss gradients also train the role's adapter (shared trunk);
+                                      # False: the head reads the policy's features detached
     value_clip: float | None = 0.2    # ppo: clip range of the value loss, reward units (None: unclipped)
     whiten_advantages: bool = True    # ppo: normalise the GAE advantages over the path's batch
     epochs_per_step: int = 1          # passes over each rollout (ratios move away from 1 after the first)
@@ -316,7 +318,8 @@ class Trainer:
         res = {"logp": torch.where(cmask > 0, logp, torch.zeros_like(logp)), "old": old.to(dev), "mask": cmask}
         if critic is not None:
             last = torch.tensor([L - len(s.completion_ids) - 1 for s in batch], device=dev)
-            res["value"] = critic(out.hidden_states[-1][torch.arange(B, device=dev), last])
+            hidden = out.hidden_states[-1][torch.arange(B, device=dev), last]
+            res["value"] = critic(hidden if self.config.critic_trunk else hidden.detach())
         if with_entropy:
             res["entropy"] = -(logp_all.exp() * logp_all).sum(-1) * cmask
         return res
@@ -401,7 +404,12 @@ class Trainer:
                 stats["clip_frac"] += st["clip_frac"] * weight
                 stats["ratio"] += st["ratio"] * weight
             self._sync_gradients(params)
-            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            # the policy's and the critic's gradients are clipped apart: a value loss in reward units squared
+            # would otherwise set the joint norm and shrink the policy's step
+            head = set(self.critics[adapter].parameters()) if adapter in self.critics else set()
+            torch.nn.utils.clip_grad_norm_([p for p in params if p not in head], cfg.max_grad_norm)
+            if head:
+                torch.nn.utils.clip_grad_norm_(list(head), cfg.max_grad_norm)
             opt.step()
         self.schedulers[adapter].step()
         self.model.eval()
