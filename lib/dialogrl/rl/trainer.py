@@ -390,7 +390,7 @@ class Trainer:
                     stats["value_loss"] += vl.item() * weight
                     stats["value"] += res["value"].mean().item() * weight
                 if cfg.kl_coef:
-                    with torch.no_grad(), base_model(self.model), self._autocast():
+                    with torch.no_grad(), base_model(self.model):  # token_logprobs autocasts itself
                         ref = self.token_logprobs(chunk)["logp"]
                     kl = (kl_k3(logp, ref) * mask).sum() / mask.sum()
                     loss = loss + cfg.kl_coef * kl
