@@ -1,18 +1,20 @@
 """Batched rollout engine vs a naive loop, on the same tiny model and the same 64 Deal or No Deal scenarios.
 
-    python bench/rollout.py [--model tiny-dond] [--games 64] [--max-new-tokens 48]
+    python bench/rollout.py [--model tiny-dond] [--games 64] [--max-new-tokens 48] [--repeats 3]
 
 Three modes, each in its own process so that peak memory (max RSS) is its own:
   naive     one game at a time, one `model.generate` call per turn (the whole context re-encoded every turn);
   engine-1  the rollout engine on one game at a time (KV cache kept from turn to turn, no batching);
   batched   the rollout engine on all games at once (continuous batching plus the per-game KV cache).
-Prints generated tokens/s and peak memory per mode; the last line is `speedup: <batched tok/s / naive tok/s>`.
+Each mode plays the same games `--repeats` times and reports the median time (a 3-second run on a shared 2-core machine
+varies by 20%). Prints generated tokens/s and peak memory per mode; the last line is `speedup: <batched tok/s / naive tok/s>`.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -59,13 +61,16 @@ def worker(args) -> dict:
     agent = LMAgent(model, tok, max_new_tokens=args.max_new_tokens)
     if args.mode == "naive":
         agent = GenerateAgent(model, tok, args.max_new_tokens)
-    seed_everything(0)
-    t0 = time.perf_counter()
-    if args.mode == "batched":
-        episodes = play(task, {"A": agent, "B": agent}, scenarios)
-    else:
-        episodes = [ep for sc in scenarios for ep in play(task, {"A": agent, "B": agent}, [sc])]
-    seconds = time.perf_counter() - t0
+    times = []
+    for _ in range(args.repeats):          # the same seed each time: the same games; the median time is reported
+        seed_everything(0)
+        t0 = time.perf_counter()
+        if args.mode == "batched":
+            episodes = play(task, {"A": agent, "B": agent}, scenarios)
+        else:
+            episodes = [ep for sc in scenarios for ep in play(task, {"A": agent, "B": agent}, [sc])]
+        times.append(time.perf_counter() - t0)
+    seconds = statistics.median(times)
     tokens = sum(len(t.completion_ids) for ep in episodes for t in ep.state.turns if t.completion_ids)
     return {"mode": args.mode, "seconds": seconds, "tokens": tokens, "tok_per_s": tokens / seconds,
             "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
@@ -78,6 +83,7 @@ def main():
     p.add_argument("--games", type=int, default=64)
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per mode; the median is reported")
     p.add_argument("--mode", choices=["naive", "engine-1", "batched"], help=argparse.SUPPRESS)  # worker process
     args = p.parse_args()
     if args.mode:
@@ -86,7 +92,8 @@ def main():
     results = {}
     for mode in ("naive", "engine-1", "batched"):
         cmd = [sys.executable, __file__, "--mode", mode, "--model", args.model, "--games", str(args.games),
-               "--max-new-tokens", str(args.max_new_tokens), "--threads", str(args.threads)]
+               "--max-new-tokens", str(args.max_new_tokens), "--threads", str(args.threads),
+               "--repeats", str(args.repeats)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         r = results[mode] = json.loads(out)
         print(f"{mode:9s} {r['tokens']:6d} tokens in {r['seconds']:6.1f} s = {r['tok_per_s']:7.0f} tok/s, "

@@ -113,3 +113,29 @@ def test_adapter_init_depends_on_its_name_not_on_the_rng_state(toy_model_dir):
     state = torch.random.get_rng_state()
     load_model(str(toy_model_dir), adapters=["x"], device="cpu")
     assert torch.equal(state, torch.random.get_rng_state())  # the global RNG is left as it was
+
+
+def test_grouped_query_attention_without_copies_matches_transformers_sdpa(toy_model_dir):
+    """load_model's CPU attention (shared key/value heads read in place) gives transformers' SDPA numbers, padding
+    mask and gradients included."""
+    from transformers import AutoModelForCausalLM
+
+    model, _ = load_model(str(toy_model_dir), device="cpu")
+    reference = AutoModelForCausalLM.from_pretrained(str(toy_model_dir), attn_implementation="sdpa")
+    assert model.config._attn_implementation == "sdpa_grouped"
+    assert model.config.num_key_value_heads < model.config.num_attention_heads     # the grouped case is exercised
+    torch.manual_seed(0)
+    ids = torch.randint(3, 40, (3, 17))
+    mask = torch.ones_like(ids)
+    mask[0, :5] = 0                                                                # a left-padded row
+    for m in (model, reference):
+        m.train()
+        m.zero_grad()
+    ours = model(input_ids=ids, attention_mask=mask).logits
+    theirs = reference(input_ids=ids, attention_mask=mask).logits
+    real = mask.bool()
+    assert torch.allclose(ours[real], theirs[real], atol=1e-5)
+    ours[real].square().mean().backward()
+    theirs[real].square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name

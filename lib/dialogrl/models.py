@@ -34,6 +34,28 @@ class ModelUnavailableError(OSError):
     """A model id that cannot be loaded here (offline, not cached, or unknown)."""
 
 
+def sdpa_grouped(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
+                 **kwargs):
+    """transformers' SDPA attention, except that on CPU grouped-query heads read the shared key/value heads in place.
+
+    transformers copies each key/value head once per query head (`repeat_kv`) whenever a padding mask is given,
+    because CUDA kernels would fall back to the slow path with `enable_gqa`; on CPU the copy is pure overhead (a third
+    of a batched decoding step at our tiny models' sizes) and `enable_gqa=True` gives the same numbers.
+    """
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    groups = getattr(module, "num_key_value_groups", 1)
+    if query.device.type != "cpu" or groups == 1 or kwargs.get("position_bias") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
+    causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+    causal = query.shape[2] > 1 and attention_mask is None and causal
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=attention_mask,
+                                                           dropout_p=dropout, scale=scaling, is_causal=causal,
+                                                           enable_gqa=True)
+    return out.transpose(1, 2).contiguous(), None
+
+
 def _embedded_names() -> list[str]:
     from dialogrl.tiny import TINY_MODELS
 
@@ -149,7 +171,12 @@ def load_model(name: str, *, adapters: Sequence[str] = (), device: str = "auto",
         from transformers import AutoModelForCausalLM
 
         tok = load_tokenizer(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(dev)
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register("sdpa_grouped", sdpa_grouped)
+        AttentionMaskInterface.register("sdpa_grouped", sdpa_mask)   # the same masks as "sdpa"
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa_grouped").to(dev)
         if adapters:
             model = add_adapters(model, adapters, r=lora_r, alpha=lora_alpha, dropout=lora_dropout)
     if tok.pad_token is None:

@@ -17,6 +17,8 @@ with position ids that count only real tokens, so every row computes exactly wha
 are prefilled together in one forward pass and their caches are left-padded to the batch's width; columns that no
 row uses any more are trimmed. Each row leaves with its cache (prompt + completion, less the last token, which was
 sampled but never fed back), ready for the dialogue's next turn.
+The batch cache's layers (`GrowingLayer`) keep spare columns, so a decoding step writes its new keys and values in
+place rather than copying the whole cache, and prefill passes compute logits only at each row's last position.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 
 @dataclass
@@ -55,7 +58,43 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 def _cache(model, layers: list[tuple[torch.Tensor, torch.Tensor]]):
     from transformers import DynamicCache
 
-    return DynamicCache(ddp_cache_data=layers, config=model.config)
+    cache = DynamicCache(config=model.config)
+    cache.layers = [GrowingLayer(k, v) for k, v in layers]
+    return cache
+
+
+class GrowingLayer(DynamicLayer):
+    """A DynamicLayer holding (B, heads, T, dim) keys/values as views of a buffer with spare columns: appending a
+    decoded token writes in place instead of concatenating (copying) the whole cache at every step."""
+
+    def __init__(self, keys, values):
+        super().__init__()
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+        self._reserve(keys, values, spare=64)
+
+    def _reserve(self, keys, values, spare):
+        B, h, T, d = keys.shape
+        self._k, self._v = keys.new_empty(B, h, T + spare, d), values.new_empty(B, h, T + spare, d)
+        self._k[:, :, :T], self._v[:, :, :T] = keys, values
+        self.keys, self.values = self._k[:, :, :T], self._v[:, :, :T]
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        T, n = self.keys.shape[2], key_states.shape[2]
+        if T + n > self._k.shape[2]:
+            self._reserve(self.keys, self.values, spare=max(64, T + n))
+        self._k[:, :, T:T + n], self._v[:, :, T:T + n] = key_states, value_states
+        self.keys, self.values = self._k[:, :, :T + n], self._v[:, :, :T + n]
+        return self.keys, self.values
+
+    def batch_select_indices(self, indices):
+        T = self.keys.shape[2]
+        self._k, self._v = self._k[indices], self._v[indices]
+        self.keys, self.values = self._k[:, :, :T], self._v[:, :, :T]
+
+    def drop_columns(self, first: int):
+        """Forget the first `first` columns (no row uses them any more); a view, no copy."""
+        self._k, self._v = self._k[:, :, first:], self._v[:, :, first:]
+        self.keys, self.values = self.keys[:, :, first:], self.values[:, :, first:]
 
 
 def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
@@ -138,7 +177,8 @@ class DecodeBatch:
                         v[b, :, L - n:] = p.values[layer][:, :n]
                 layers.append((k, v))
             past = _cache(self.model, layers)
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True,
+                         logits_to_keep=1)
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         next_pos = torch.tensor([len(q) for q in prompts], device=dev)
         return layers, mask, next_pos, out.logits[:, -1]
@@ -199,8 +239,8 @@ class DecodeBatch:
             self.mask, tok, self.next_pos = self.mask[keep], tok[keep], self.next_pos[keep]
             first = int(self.mask.any(0).int().argmax())                      # columns no row uses any more
             if first > 0:
-                self.past = _cache(self.model, [(l.keys[:, :, first:], l.values[:, :, first:])
-                                                for l in self.past.layers])
+                for layer in self.past.layers:
+                    layer.drop_columns(first)
                 self.mask = self.mask[:, first:]
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.keys), 1)], dim=1)
         out = self.model(input_ids=tok[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
