@@ -55,3 +55,32 @@ def test_figures(games, tmp_path):
     crossplay_heatmap(table, "score", path=tmp_path / "heat.png")
     bars_with_ci(summarize(df, by=("policy",)), "agreed", path=tmp_path / "bars.png")
     assert (tmp_path / "heat.png").stat().st_size > 1000 and (tmp_path / "bars.png").stat().st_size > 1000
+
+
+def test_clustered_ci_counts_seed_to_seed_variation():
+    import pandas as pd
+
+    from dialogrl.evaluate import clustered_ci
+
+    rng = np.random.default_rng(0)
+    # three training seeds whose means differ far more than the evaluation noise within each
+    df = pd.DataFrame({"seed": np.repeat([0, 1, 2], 400),
+                       "x": np.concatenate([rng.normal(m, 0.1, 400) for m in (0.0, 1.0, 2.0)])})
+    lo, hi = clustered_ci(df, "x")
+    plain = bootstrap_ci(df["x"].to_numpy())
+    assert lo < df["x"].mean() < hi and (hi - lo) > 10 * (plain[1] - plain[0])
+    one = df[df["seed"] == 0]
+    assert clustered_ci(one, "x") == bootstrap_ci(one["x"].to_numpy())  # one cluster: the plain bootstrap
+
+
+def test_game_rows_carry_the_tasks_own_outcome_fields():
+    from dialogrl.envs.telesales import TelesalesAgent, VehicleTeleSales
+    from dialogrl.evaluate import game_rows
+    from dialogrl.rollout import play
+
+    task = VehicleTeleSales()
+    eps = play(task, {"seller": TelesalesAgent("fair", 0), "buyer": TelesalesAgent(None, 1)},
+               task.sample_scenarios(20, seed=0))
+    rows = game_rows(task, eps, "seller")
+    assert {"sale", "good_sale", "feasible", "n_invalid"} <= set(rows[0])
+    assert np.mean([r["good_sale"] for r in rows]) == task.metrics([e.state for e in eps])["success_at_1"]

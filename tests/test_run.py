@@ -62,6 +62,8 @@ def test_metrics_logger_round_trip(tmp_path):
     log.log(step=1, loss=1.5)
     rows = read_metrics(tmp_path)
     assert [r["step"] for r in rows] == [0, 1] and rows[0]["loss"] == 2.5 and "time" in rows[0]
+    log.tagged(task="dond", seed=2).log(step=0, loss=0.5)
+    assert read_metrics(tmp_path)[-1] == {**read_metrics(tmp_path)[-1], "task": "dond", "seed": 2, "loss": 0.5}
 
 
 def test_choose_device():

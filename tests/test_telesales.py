@@ -104,6 +104,19 @@ def test_buy_needs_a_matching_offer_from_this_game():
     assert task.outcome(state)["buyer"]["n_invalid"] == 2 and task.outcome(state)["seller"]["n_invalid"] == 0
 
 
+def test_lot_numbers_name_vehicles_and_accept_takes_the_latest_offer():
+    task = VehicleTeleSales()
+    assert parse_marker("[offer 3 $36,000]", SC.lot)[0] == {"type": "offer", "vehicle": "shuttle", "price": 36000}
+    state = play_texts(task, SC, ["the atlas? [OFFER 1 $38900]", "too much", "the shuttle then [OFFER 3 $36000]",
+                                  "deal [ACCEPT]"])
+    assert state.done and task.outcome(state)["buyer"]["vehicle"] == "shuttle"
+    assert task.outcome(state)["buyer"]["price"] == 36000 and task.outcome(state)["buyer"]["good_sale"]
+    state = play_texts(task, SC, ["[OFFER 1 $38900]", "hmm", "[OFFER 3 $36000]", "the first one [BUY 1 $38900]"])
+    assert task.outcome(state)["seller"]["vehicle"] == "atlas"  # an earlier offer, by its number
+    prompt = task.view(state, "buyer")[0]["content"]
+    assert "1. atlas: suv" in prompt and "3. shuttle: van" in prompt and "[ACCEPT]" in prompt
+
+
 def test_leave_and_turn_cap_end_without_a_sale():
     task = VehicleTeleSales(max_turns=4)
     state = play_texts(task, SC, ["[OFFER atlas $38900]", "too much [LEAVE]"])
@@ -132,6 +145,10 @@ def test_leave_and_turn_cap_end_without_a_sale():
     (["[OFFER atlas $30000"], "unbalanced brackets"),
     (["[OFFER atlas $" + "9" * 5000 + "]"], "price out of range"),
     (["[OFFER atlas $99999999]"], "price out of range"),
+    (["[OFFER 4 $30000]"], "no vehicle number 4"),                 # the lot has 3
+    (["[OFFER 0 $30000]"], "unknown vehicle '0'"),
+    (["ok [ACCEPT]"], "the seller cannot [ACCEPT]"),
+    (["hi", "deal [ACCEPT]"], "[ACCEPT] with no offer standing"),
 ])
 def test_invalid_markers_are_counted_forfeit_the_turn_and_cost_reward(texts, reason):
     task = VehicleTeleSales(invalid_penalty=0.1)

@@ -38,6 +38,24 @@ def bootstrap_ci(x: Sequence[float], level: float = 0.95, n_resamples: int = 200
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
+def clustered_ci(df: pd.DataFrame, metric: str, cluster: str = "seed", level: float = 0.95,
+                 n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Two-level percentile bootstrap CI of the mean of `metric`: resample clusters (training seeds), then rows
+    (games) within each drawn cluster. With one cluster (or no `cluster` column) it is the plain bootstrap over rows.
+    This is the CI of a method's mean over training seeds and evaluation scenarios: seed-to-seed variation of the
+    training runs counts, not only the evaluation noise."""
+    if cluster not in df.columns or df[cluster].nunique() <= 1:
+        return bootstrap_ci(df[metric].to_numpy(), level=level, n_resamples=n_resamples, seed=seed)
+    groups = [g[metric].to_numpy(dtype=float) for _, g in df.groupby(cluster, sort=True)]
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_resamples)
+    for i in range(n_resamples):
+        picked = rng.integers(len(groups), size=len(groups))
+        means[i] = np.mean(np.concatenate([rng.choice(groups[j], size=len(groups[j])) for j in picked]))
+    alpha = (1 - level) / 2
+    return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
+
+
 def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> list[dict]:
     """One row per game, from the point of view of the role in `seat`."""
     rows = []
@@ -49,6 +67,9 @@ def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> l
                      "agreed": float(me.get("agreed", False)), "pareto": float(me.get("pareto", False)),
                      "invalid_rate": sum(t.invalid is not None for t in mine) / max(len(mine), 1),
                      "reward": me["reward"], "turns": len(ep.state.talk_turns())})
+        # the task's own flags and numbers (TeleSales: sale, good_sale, feasible, ...), where the row has no such key
+        rows[-1].update({k: float(v) for k, v in me.items()
+                         if k not in rows[-1] and isinstance(v, (bool, int, float))})
     return rows
 
 

@@ -225,6 +225,20 @@ class MetricsLogger:
             print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
         return row
 
+    def tagged(self, **tags: Any) -> "TaggedLogger":
+        """A logger writing to the same file whose rows all carry `tags` (e.g. task, method, seed)."""
+        return TaggedLogger(self, **tags)
+
+
+class TaggedLogger:
+    """A MetricsLogger view that adds fixed fields to every row: `MetricsLogger(run).tagged(task="dond", seed=0)`."""
+
+    def __init__(self, logger: MetricsLogger, **tags: Any):
+        self.logger, self.tags = logger, tags
+
+    def log(self, **row: Any) -> dict:
+        return self.logger.log(**self.tags, **row)
+
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
     """Read a metrics.jsonl (or the one in a run folder) back as a list of dicts (pandas.DataFrame(rows) to plot)."""

@@ -11,12 +11,16 @@ Scenario (seeded generator, `sample_scenarios(n, seed)`; `id` pairs scenarios ac
     must-haves: then no sale can both please the buyer and pay the seller its floor (`feasible(scenario)` is False).
 
 Protocol. The seller speaks first; the roles alternate. A turn is free text that may carry one marker:
-    [OFFER <id> $<price>]   seller only: offers lot vehicle <id> at <price> whole dollars (digits; thousands commas
+    [OFFER <v> $<price>]    seller only: offers lot vehicle <v> at <price> whole dollars (digits; thousands commas
                             allowed: $31500 or $31,500). Every offer stands for the rest of the game.
-    [BUY <id> $<price>]     buyer only: buys <id> at <price>; valid only if the seller offered exactly that vehicle at
+    [BUY <v> $<price>]      buyer only: buys <v> at <price>; valid only if the seller offered exactly that vehicle at
                             exactly that price earlier in this game. Ends the game with a sale.
+    [ACCEPT]                buyer only: buys the seller's latest offer (invalid when none stands). Ends the game.
     [LEAVE]                 buyer only: ends the game without a sale.
-  Markers are case-insensitive. The talk also ends without a sale after `max_turns` turns (both roles together).
+  <v> is the vehicle's number on the lot (1..lot_size, as the prompts list the lot) or its id; the scripted personas
+  write numbers. Markers are case-insensitive. Numbers and [ACCEPT] are there for small models, which copy a word or a
+  price from far back in the context poorly: the first `tiny-telesales`, whose corpus named vehicles by id and bought
+  with [BUY id $price] only, named a vehicle on the lot no more often than chance and closed no sale in self-play. The talk also ends without a sale after `max_turns` turns (both roles together).
   Invalid markers (a BUY at a price never offered for that vehicle, a vehicle not on the lot, the seller writing BUY
   or LEAVE, the buyer writing OFFER, a negative or absurd price, a malformed, unclosed or repeated marker) never
   raise: they are recorded on the Turn, have no effect (the turn is forfeited), count in `invalid_rate` and, by
@@ -150,18 +154,20 @@ _DEAL = re.compile(r"^(offer|buy)\s+(\S+)\s+\$\s*(-?[\d,]+)$")
 _PRICE = re.compile(r"-?(\d+|\d{1,3}(,\d{3})+)")
 
 
-def offer_marker(vid: str, price: int) -> str:
-    return f"[OFFER {vid} ${price}]"
+def offer_marker(v: str | int, price: int) -> str:
+    """v: the vehicle's lot number (as the scripted personas write it) or its id."""
+    return f"[OFFER {v} ${price}]"
 
 
-def buy_marker(vid: str, price: int) -> str:
-    return f"[BUY {vid} ${price}]"
+def buy_marker(v: str | int, price: int) -> str:
+    return f"[BUY {v} ${price}]"
 
 
 def parse_marker(text: str, lot: Sequence[str]) -> tuple[dict, str | None]:
     """Parse one utterance into (action, invalid reason or None); who may use which marker is the task's rule.
 
-    Actions: {"type": "talk"}, {"type": "offer" | "buy", "vehicle": id, "price": int}, {"type": "leave"}.
+    Actions: {"type": "talk"}, {"type": "offer" | "buy", "vehicle": id, "price": int}, {"type": "accept"},
+    {"type": "leave"}. A vehicle is named by its lot number (1-based) or its id; the action holds the id.
     """
     talk = {"type": "talk"}
     found = _BRACKET.findall(text)
@@ -173,8 +179,8 @@ def parse_marker(text: str, lot: Sequence[str]) -> tuple[dict, str | None]:
     if len(found) > 1:
         return talk, f"{len(found)} markers in one turn"
     body = " ".join(found[0].lower().split())
-    if body == "leave":
-        return {"type": "leave"}, None
+    if body in ("leave", "accept"):
+        return {"type": body}, None
     m = _DEAL.match(body)
     if not m or not _PRICE.fullmatch(m.group(3)):
         return talk, f"malformed marker [{found[0]}]"
@@ -183,6 +189,10 @@ def parse_marker(text: str, lot: Sequence[str]) -> tuple[dict, str | None]:
         return talk, f"negative price in [{found[0]}]"
     if len(digits) > 8 or int(digits) > MAX_PRICE:
         return talk, f"price out of range in [{found[0]}]"
+    if vid.isdigit() and vid != "0" and not vid.startswith("0"):
+        if int(vid) > len(lot):
+            return talk, f"no vehicle number {vid} (the lot has {len(lot)})"
+        vid = lot[int(vid) - 1]
     if vid not in lot:
         return talk, f"unknown vehicle {vid!r} (the lot: {', '.join(lot)})"
     return {"type": kind, "vehicle": vid, "price": int(digits)}, None
@@ -231,14 +241,15 @@ class VehicleTeleSales(Task):
         return [sample_scenario(rng, i, self.lot_size, self.p_infeasible) for i in range(n)]
 
     def system_prompt(self, scenario: TelesalesScenario, role: str) -> str:
-        rules = (f"Offers: [OFFER id $price]. The buyer buys an offered vehicle at an offered price with "
-                 f"[BUY id $price] or ends with [LEAVE]. At most {self.max_turns} turns.")
+        rules = (f"Offers: [OFFER n $price], n the vehicle's number on the lot. The buyer takes the latest offer with "
+                 f"[ACCEPT], an earlier one with [BUY n $price], or ends with [LEAVE]. At most {self.max_turns} turns.")
         if role == "seller":
-            lot = "\n".join(f"- {describe_vehicle(v)}, floor ${f}" for v, f in zip(scenario.lot, scenario.floors))
+            lot = "\n".join(f"{i}. {describe_vehicle(v)}, floor ${f}"
+                             for i, (v, f) in enumerate(zip(scenario.lot, scenario.floors), 1))
             return (f"Vehicle TeleSales. You are the seller. The lot, with your private floor prices:\n{lot}\n"
                     "Find what the buyer needs and sell. " + rules)
         p = BUYER_PERSONAS[scenario.persona]
-        lot = "\n".join(f"- {describe_vehicle(v)}" for v in scenario.lot)
+        lot = "\n".join(f"{i}. {describe_vehicle(v)}" for i, v in enumerate(scenario.lot, 1))
         needs = ", ".join(scenario.must_have) or "nothing in particular"
         return (f"Vehicle TeleSales. You are the buyer, {p.name}: {p.about}. Your budget: ${scenario.budget}. "
                 f"Must have: {needs}. You prefer {article(scenario.preferred_type)}. The lot:\n{lot}\n" + rules)
@@ -259,19 +270,21 @@ class VehicleTeleSales(Task):
         offers = state.info.setdefault("offers", [])  # [(vehicle, price)]: the seller's valid offers, in order
         kind = action["type"]
         if invalid is None:
-            if role == "seller" and kind in ("buy", "leave"):
+            if role == "seller" and kind in ("buy", "accept", "leave"):
                 invalid = f"the seller cannot [{kind.upper()}]"
             elif role == "buyer" and kind == "offer":
                 invalid = "the buyer cannot [OFFER]"
             elif kind == "buy" and (action["vehicle"], action["price"]) not in offers:
                 invalid = f"no offer of {action['vehicle']} at ${action['price']}"
+            elif kind == "accept" and not offers:
+                invalid = "[ACCEPT] with no offer standing"
         turn = Turn(role, text, action, invalid)
         state.turns.append(turn)
         if invalid is None:  # an invalid turn is forfeited: no effect on the game
             if kind == "offer":
                 offers.append((action["vehicle"], action["price"]))
-            elif kind == "buy":
-                state.info["sale"] = (action["vehicle"], action["price"])
+            elif kind in ("buy", "accept"):
+                state.info["sale"] = (action["vehicle"], action["price"]) if kind == "buy" else offers[-1]
                 state.done, state.end_reason = True, "buy"
             elif kind == "leave":
                 state.done, state.end_reason = True, "leave"
@@ -578,9 +591,14 @@ class TelesalesAgent(Agent):
         parts.append(rng.choice(ph["final" if conceding else "price"]).format(money=money(price)))
         if p.listen and heard["budget"] is None and not heard["asks"] and rng.random() < 0.3:
             parts.append(rng.choice(ph["ask_budget"]))
-        return " ".join(x for x in parts if x) + " " + offer_marker(v, price)
+        return " ".join(x for x in parts if x) + " " + offer_marker(sc.lot.index(v) + 1, price)
 
     # -- the buyer
+    @staticmethod
+    def _buy_marker(sc: TelesalesScenario, offers: list, v: str, price: int) -> str:
+        """[ACCEPT] for the latest offer, [BUY n $price] for an earlier one."""
+        return "[ACCEPT]" if offers and offers[-1] == (v, price) else buy_marker(sc.lot.index(v) + 1, price)
+
     def _buy(self, p: BuyerPersona, task: VehicleTeleSales, state: GameState, rng: random.Random) -> str:
         sc, ph = state.scenario, _PHRASES[p.style]
         talk = state.talk_turns()
@@ -595,10 +613,10 @@ class TelesalesAgent(Agent):
         offers = state.info.get("offers", [])
         ok = sorted((q, v) for v, q in offers if takes(v, q))
         if ok and (ok[0][0] <= target or last):
-            return f"{rng.choice(ph['buy'])} {buy_marker(ok[0][1], ok[0][0])}"
+            return f"{rng.choice(ph['buy'])} {self._buy_marker(sc, offers, ok[0][1], ok[0][0])}"
         new = talk[-1].action if talk and talk[-1].invalid is None and talk[-1].action["type"] == "offer" else None
         if new is not None and p.slip and not takes(new["vehicle"], new["price"]) and rng.random() < p.slip:
-            return f"{rng.choice(ph['buy'])} {buy_marker(new['vehicle'], new['price'])}"  # an impulse buy
+            return f"{rng.choice(ph['buy'])} [ACCEPT]"  # an impulse buy of the latest offer
         refused = sum(not takes(v, q) for v, q in offers)
         if last or (p.patience and refused >= p.patience):
             return f"{rng.choice(ph['leave'])} [LEAVE]"
