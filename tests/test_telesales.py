@@ -80,10 +80,10 @@ def test_bad_sales_cost_the_buyer():
     out = task.outcome(state)
     assert out["seller"]["score"] == pytest.approx(1000 / 2800) and out["buyer"]["score"] == -1.0
     assert out["seller"]["sale"] and not out["seller"]["good_sale"]
-    # over budget (and above list price: the seller's score exceeds 1)
-    state = play_texts(task, SC, ["[OFFER shuttle $37500]", "[BUY shuttle $37500]"])
+    # over budget (the atlas fits, $38000 > $37000)
+    state = play_texts(task, SC, ["[OFFER atlas $38000]", "[BUY atlas $38000]"])
     out = task.outcome(state)
-    assert out["seller"]["score"] == pytest.approx(4800 / 4000) and out["buyer"]["score"] == -1.0
+    assert out["seller"]["score"] == pytest.approx(3100 / 4000) and out["buyer"]["score"] == -1.0
     # bad_sale and success_bonus are parameters
     task = VehicleTeleSales(bad_sale=-2.0, success_bonus=0.5)
     assert task.outcome(play_texts(task, SC, ["[OFFER strada $21000]", "[BUY strada $21000]"]))["buyer"]["score"] == -2
@@ -146,6 +146,7 @@ def test_leave_and_turn_cap_end_without_a_sale():
     (["[OFFER atlas $" + "9" * 5000 + "]"], "price out of range"),
     (["[OFFER atlas $99999999]"], "price out of range"),
     (["[OFFER 4 $30000]"], "no vehicle number 4"),                 # the lot has 3
+    (["[OFFER atlas $38901]"], "above the list price"),             # list $38900
     (["[OFFER 0 $30000]"], "unknown vehicle '0'"),
     (["ok [ACCEPT]"], "the seller cannot [ACCEPT]"),
     (["hi", "deal [ACCEPT]"], "[ACCEPT] with no offer standing"),

@@ -21,14 +21,17 @@ Protocol. The seller speaks first; the roles alternate. A turn is free text that
   write numbers. Markers are case-insensitive. Numbers and [ACCEPT] are there for small models, which copy a word or a
   price from far back in the context poorly: the first `tiny-telesales`, whose corpus named vehicles by id and bought
   with [BUY id $price] only, named a vehicle on the lot no more often than chance and closed no sale in self-play. The talk also ends without a sale after `max_turns` turns (both roles together).
-  Invalid markers (a BUY at a price never offered for that vehicle, a vehicle not on the lot, the seller writing BUY
-  or LEAVE, the buyer writing OFFER, a negative or absurd price, a malformed, unclosed or repeated marker) never
+  Invalid markers (a BUY at a price never offered for that vehicle, a vehicle not on the lot, an offer above the
+  vehicle's list price, the seller writing BUY, ACCEPT or LEAVE, the buyer writing OFFER, a negative or absurd price, a malformed, unclosed or repeated marker) never
   raise: they are recorded on the Turn, have no effect (the turn is forfeited), count in `invalid_rate` and, by
   default, cost the speaker `invalid_penalty` of reward (0.1: a tenth of a sale's worth to the seller, as one point
   of ten in dealnodeal). RL learns to stall with invalid markers when they are free.
 
 Scores (per game; `reward` = score - invalid_penalty * own invalid turns):
   seller: (price - floor) / (MSRP - floor) on a sale (1 at list price, 0 at the floor, negative below), 0 without one.
+          Offers above the list price are invalid, so the seller's score is at most 1: without that cap one sampled
+          typo ($253000 for a $31000 car) that an untrained buyer accepts is worth 50 sales at list price, and the
+          group baselines of RL chase such outliers.
   buyer:  a good sale (the vehicle has every must-have and price <= budget) is worth
           (budget - price) / budget + success_bonus; any other sale is worth `bad_sale` (-1); no sale is worth 0.
 Metrics: `success_at_1` is the share of dialogues that end in a good sale (one sampled dialogue per scenario, so it is
@@ -274,6 +277,8 @@ class VehicleTeleSales(Task):
                 invalid = f"the seller cannot [{kind.upper()}]"
             elif role == "buyer" and kind == "offer":
                 invalid = "the buyer cannot [OFFER]"
+            elif kind == "offer" and action["price"] > CATALOG[action["vehicle"]].msrp:
+                invalid = f"an offer above the list price of {action['vehicle']} (${CATALOG[action['vehicle']].msrp})"
             elif kind == "buy" and (action["vehicle"], action["price"]) not in offers:
                 invalid = f"no offer of {action['vehicle']} at ${action['price']}"
             elif kind == "accept" and not offers:
