@@ -1,0 +1,258 @@
+"""Simulator calibration: align a user simulator with human dialogue logs, and measure how well it is aligned.
+
+An *uncalibrated* simulator is the warm-start model asked to play the user's role (a prompt-based simulator) or a
+single default persona. *Calibration* fine-tunes the simulator on the human logs, seen from the simulated role
+(the human's turns as the assistant's, everything else as context), with TRL's SFTTrainer; optionally DPO then
+prefers each human turn over what the uncalibrated simulator said in the same context.
+
+    convs = role_conversations(task, human_games, role="B")          # the human role's chat views
+    sim_dir = calibrate_sft(warm_start_dir, convs, out_dir)           # SFT with TRL (loss on the role's turns)
+    pairs = preference_pairs(task, human_games, "B", uncalibrated)     # human turn (chosen) vs simulator (rejected)
+    dpo_dir = calibrate_dpo(sim_dir, pairs, out_dir)                   # optional DPO with TRL
+    turn_nll(model, tok, held_out_convs)                               # NLL per token of the human turns
+    behaviour_stats(task, games, role)                                 # acceptance, concession, length, ...
+    behaviour_distance(sim_stats, human_stats)                         # |sim - human| per statistic, scaled
+
+The two calibration metrics of notebook 01: the held-out human-turn NLL (how likely the simulator finds what humans
+actually said) and the behaviour distance (how far the simulator's games are from the humans' in the statistics
+that drive a negotiation: how often it accepts, how much it concedes, how long it talks).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from dialogrl.envs.base import GameState, Task
+
+
+# ------------------------------------------------------------------------------------------------------ data
+
+def role_conversations(task: Task, games: Sequence[GameState], role: str) -> list[list[dict]]:
+    """Each finished game as `role`'s chat view: the system prompt with its private information, its own turns as
+    the assistant's and the partner's as the user's. Games in which `role` never spoke are skipped."""
+    out = []
+    for state in games:
+        if any(t.role == role for t in state.talk_turns()):
+            out.append(task.view(state, role))
+    return out
+
+
+@dataclass
+class PreferencePair:
+    """A context (chat messages up to a human turn), the human's turn (chosen) and the simulator's (rejected)."""
+    prompt: list[dict]
+    chosen: str
+    rejected: str
+
+
+def preference_pairs(conversations: Sequence[list[dict]], simulator, max_pairs: int | None = None
+                     ) -> list[PreferencePair]:
+    """For every assistant (human) turn of the conversations, what the simulator says in the same context.
+
+    simulator: an LMAgent (its `generate(messages_batch)` samples one reply per context, batched). Pairs where the
+    simulator happened to say exactly the human's words are dropped (no preference to learn).
+    """
+    prompts, chosen = [], []
+    for conv in conversations:
+        for i, m in enumerate(conv):
+            if m["role"] == "assistant":
+                prompts.append(conv[:i])
+                chosen.append(m["content"])
+    if max_pairs is not None:
+        prompts, chosen = prompts[:max_pairs], chosen[:max_pairs]
+    rejected = [u.text for u in simulator.generate(prompts)] if prompts else []
+    return [PreferencePair(p, c, r) for p, c, r in zip(prompts, chosen, rejected) if c.strip() != r.strip()]
+
+
+# ------------------------------------------------------------------------------------------- calibration
+
+def calibrate_sft(model_path: str | Path, conversations: Sequence[list[dict]], out_dir: str | Path,
+                  epochs: float = 1.0, lr: float = 1e-3, batch_size: int = 16, max_length: int = 512,
+                  seed: int = 0, bf16: bool = False) -> Path:
+    """Fine-tune the simulator (all weights) on the human role's conversations with TRL's SFTTrainer, loss on the
+    assistant (human) turns only; save it with its tokenizer to out_dir and return out_dir.
+
+    The warm start's own SFT recipe (`dialogrl.tiny.sft_warm_start`) is reused, so a tiny model and a hub model take
+    the same path; with a hub model, pass a small lr (1e-5) or fine-tune a LoRA copy instead.
+    """
+    from dialogrl.models import load_model
+    from dialogrl.tiny import TinyConfig, sft_warm_start
+
+    if not conversations:
+        raise ValueError("no conversations to calibrate on")
+    model, tok = load_model(str(model_path), device="auto", bf16=bf16)
+    model.train()
+    cfg = TinyConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length, seed=seed, bf16=bf16)
+    out_dir = Path(out_dir)
+    stats = sft_warm_start(model, tok, list(conversations), cfg, out_dir / "sft")
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    (out_dir / "calibration.json").write_text(json.dumps(
+        {"method": "sft", "from": str(model_path), "n_conversations": len(conversations), "epochs": epochs,
+         "lr": lr, **stats}, indent=2) + "\n")
+    return out_dir
+
+
+def calibrate_dpo(model_path: str | Path, pairs: Sequence[PreferencePair], out_dir: str | Path, beta: float = 0.1,
+                  lr: float = 5e-4, epochs: float = 1.0, batch_size: int = 16, seed: int = 0) -> Path:
+    """DPO with TRL's DPOTrainer: prefer the human's turn over the uncalibrated simulator's in the same context.
+    The reference policy is the model at `model_path` (the SFT-calibrated simulator). Saves to out_dir."""
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    from dialogrl.models import load_model
+
+    if not pairs:
+        raise ValueError("no preference pairs to train on")
+    model, tok = load_model(str(model_path), device="auto")
+    model.train()
+    data = Dataset.from_list([{"prompt": p.prompt, "chosen": [{"role": "assistant", "content": p.chosen}],
+                               "rejected": [{"role": "assistant", "content": p.rejected}]} for p in pairs])
+    out_dir = Path(out_dir)
+    args = DPOConfig(output_dir=str(out_dir / "dpo"), beta=beta, learning_rate=lr, num_train_epochs=epochs,
+                     per_device_train_batch_size=batch_size, seed=seed, data_seed=seed, save_strategy="no",
+                     report_to="none", disable_tqdm=True, logging_steps=10, use_cpu=not torch.cuda.is_available(),
+                     bf16=False, dataloader_pin_memory=False)
+    with _torch_logprob_kernel():
+        trainer = DPOTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
+        out = trainer.train()
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    (out_dir / "calibration.json").write_text(json.dumps(
+        {"method": "dpo", "from": str(model_path), "n_pairs": len(pairs), "beta": beta, "lr": lr,
+         "train_loss": out.training_loss}, indent=2) + "\n")
+    return out_dir
+
+
+class _TorchLogProbs:
+    """TRL's DPOTrainer scores tokens with a fused log-prob kernel written in Triton (GPU); where Triton is absent
+    (CPU-only torch) TRL has no fallback. The same outputs (log-prob of the target, and on request the entropy,
+    log sum p^2, the mean logit and whether the target is the argmax), computed by plain autograd."""
+
+    @staticmethod
+    def apply(hidden, weight, bias, targets, temperature, chunk_size, softcap=None, logit_scale=1.0, outputs=()):
+        z = torch.nn.functional.linear(hidden, weight, bias).float() * logit_scale
+        if softcap is not None:
+            z = softcap * torch.tanh(z / softcap)
+        z = z / temperature
+        logp = z.log_softmax(-1)
+        return (logp.gather(-1, targets[:, None]).squeeze(-1),
+                -(logp.exp() * logp).sum(-1) if "entropy" in outputs else None,
+                torch.logsumexp(2 * logp, -1) if "log_sum_sq_probs" in outputs else None,
+                z.mean(-1) if "mean_logits" in outputs else None,
+                (z.argmax(-1) == targets) if "is_top1" in outputs else None)
+
+
+@contextlib.contextmanager
+def _torch_logprob_kernel():
+    """Use `_TorchLogProbs` inside TRL while its Triton kernel is unavailable; restore TRL afterwards."""
+    from trl.trainer import utils as trl_utils
+
+    missing = getattr(trl_utils, "_ChunkedLogProbFunction", None) is None
+    if missing:
+        trl_utils._ChunkedLogProbFunction = _TorchLogProbs
+    try:
+        yield
+    finally:
+        if missing:
+            trl_utils._ChunkedLogProbFunction = None
+
+
+# ---------------------------------------------------------------------------------------------- metrics
+
+@torch.no_grad()
+def turn_nll(model, tokenizer, conversations: Sequence[list[dict]], batch_size: int = 16) -> float:
+    """Mean negative log-likelihood (nats per token) of the assistant turns of `conversations` under the model:
+    how likely the simulator finds what the humans actually said. Lower is better calibrated."""
+    model.eval()
+    dev = next(model.parameters()).device
+    total, count = 0.0, 0
+    for i in range(0, len(conversations), batch_size):
+        enc = [tokenizer.apply_chat_template(c, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+               for c in conversations[i:i + batch_size]]
+        L = max(len(e["input_ids"]) for e in enc)
+        ids = torch.full((len(enc), L), tokenizer.pad_token_id, dtype=torch.long)
+        attn = torch.zeros((len(enc), L), dtype=torch.long)
+        target = torch.zeros((len(enc), L), dtype=torch.bool)
+        for b, e in enumerate(enc):
+            n = len(e["input_ids"])
+            ids[b, :n] = torch.tensor(e["input_ids"])
+            attn[b, :n] = 1
+            target[b, :n] = torch.tensor(e["assistant_masks"], dtype=torch.bool)
+        logits = model(input_ids=ids.to(dev), attention_mask=attn.to(dev)).logits[:, :-1].float()
+        logp = logits.log_softmax(-1).gather(-1, ids[:, 1:, None].to(dev)).squeeze(-1)
+        mask = target[:, 1:].to(dev)  # token t+1 is predicted at position t
+        total += float(-(logp * mask).sum())
+        count += int(mask.sum())
+    if count == 0:
+        raise ValueError("no assistant tokens: the chat template needs {% generation %} markers "
+                         "(return_assistant_tokens_mask) and the conversations need assistant turns")
+    return total / count
+
+
+def behaviour_stats(task: Task, games: Sequence[GameState], role: str) -> dict[str, float]:
+    """Statistics of how `role` behaves in finished Deal or No Deal games (either protocol).
+
+    acceptance_rate  share of the role's answers to a standing proposal of the partner that accept it
+    concession       mean drop, in the role's own points, between its consecutive proposals
+    opening_demand   own points of its first proposal
+    words_per_turn   mean words per talk turn (markers included)
+    turns            talk turns per game (both roles)
+    agreement        share of games that end in agreement
+    Statistics with no instance in the games (e.g. proposals under the selection protocol) are NaN.
+    """
+    from dialogrl.envs.dealnodeal import split_value
+
+    answers, accepts, concessions, openings, words, turns, agreed = 0, 0, [], [], [], [], []
+    for state in games:
+        values = state.scenario.values[task.roles.index(role)]
+        standing, last_own = None, None
+        talk = state.talk_turns()
+        turns.append(len(talk))
+        agreed.append(float(task.outcome(state)[role].get("agreed", False)))
+        for t in talk:
+            act = t.action or {}
+            kind = act.get("type") if t.invalid is None else "invalid"
+            if t.role == role:
+                words.append(len(t.text.split()))
+                if standing is not None and standing != role:
+                    answers += 1
+                    accepts += kind == "accept"
+                if kind == "propose":
+                    own = split_value(values, act["share"])
+                    if last_own is None:
+                        openings.append(own)
+                    else:
+                        concessions.append(last_own - own)
+                    last_own = own
+            if kind == "propose":
+                standing = t.role
+    nan = float("nan")
+    return {"acceptance_rate": accepts / answers if answers else nan,
+            "concession": float(np.mean(concessions)) if concessions else nan,
+            "opening_demand": float(np.mean(openings)) if openings else nan,
+            "words_per_turn": float(np.mean(words)) if words else nan,
+            "turns": float(np.mean(turns)) if turns else nan,
+            "agreement": float(np.mean(agreed)) if agreed else nan}
+
+
+# the scale of each statistic in the distance: a typical spread, so that no statistic dominates by its units
+STAT_SCALES = {"acceptance_rate": 1.0, "concession": 1.0, "opening_demand": 10.0, "words_per_turn": 10.0,
+               "turns": 10.0, "agreement": 1.0}
+
+
+def behaviour_distance(sim: dict[str, float], human: dict[str, float],
+                       scales: dict[str, float] | None = None) -> dict[str, float]:
+    """|sim - human| / scale per statistic both define, and their mean as `total` (0: indistinguishable)."""
+    scales = {**STAT_SCALES, **(scales or {})}
+    out = {k: abs(sim[k] - human[k]) / scales.get(k, 1.0) for k in human
+           if k in sim and not (math.isnan(sim[k]) or math.isnan(human[k]))}
+    out["total"] = float(np.mean(list(out.values()))) if out else float("nan")
+    return out
