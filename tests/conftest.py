@@ -16,16 +16,25 @@ TOY_CONFIG = TinyConfig(vocab_size=320, hidden_size=64, num_layers=2, num_heads=
                         intermediate_size=128, epochs=3, batch_size=16, lr=3e-3, max_length=128)
 
 
-def make_toy_corpus(n: int = 300, seed: int = 0) -> list[list[dict]]:
-    """'How many <colour> balls? There are <n>.' -> '<n> <colour> balls.' A format a 0.1M model learns in seconds."""
+def make_toy_corpus(n: int = 300, seed: int = 0, answer: str = "{k} {colour} balls.") -> list[list[dict]]:
+    """'How many <colour> balls? There are <n>.' -> '<n> <colour> balls.' A format a 0.1M model learns in seconds.
+    `answer` (a template of k and colour) gives the same questions answered in another style."""
     rng = random.Random(seed)
     corpus = []
     for _ in range(n):
         colour, k = rng.choice(["red", "green", "blue", "yellow"]), rng.randint(1, 9)
         corpus.append([{"role": "system", "content": "You count balls."},
                        {"role": "user", "content": f"how many {colour} balls? there are {k}."},
-                       {"role": "assistant", "content": f"{k} {colour} balls."}])
+                       {"role": "assistant", "content": answer.format(k=k, colour=colour)}])
     return corpus
+
+
+def play_texts(task, scenario, texts):
+    """A game of `task` on `scenario` in which the roles say `texts`, in turn."""
+    state = task.reset(scenario)
+    for t in texts:
+        task.step(state, t)
+    return state
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,9 @@
 """Simulator calibration: behaviour statistics by hand, the distance, the human-turn NLL, and that SFT and DPO
 calibration move the simulator toward the 'human' data (on the toy model, seconds)."""
 import math
-import random
 
 import pytest
+from conftest import make_toy_corpus, play_texts
 
 from dialogrl.agents import LMAgent
 from dialogrl.calibration import (behaviour_distance, behaviour_stats, calibrate_dpo, calibrate_sft, preference_pairs,
@@ -13,13 +13,6 @@ from dialogrl.envs.dealnodeal import DondScenario
 from dialogrl.models import load_model
 
 SC = DondScenario(counts=(1, 2, 3), values=((4, 0, 2), (2, 4, 0)))  # A: book 4, ball 2; B: book 2, hat 4
-
-
-def play_texts(task, scenario, texts):
-    state = task.reset(scenario)
-    for t in texts:
-        task.step(state, t)
-    return state
 
 
 def test_behaviour_stats_by_hand():
@@ -52,14 +45,7 @@ def test_role_conversations_are_the_roles_views():
 
 def shifted(n, seed):
     """A 'human' population that answers the toy model's question in another style."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        colour, k = rng.choice(["red", "green", "blue", "yellow"]), rng.randint(1, 9)
-        out.append([{"role": "system", "content": "You count balls."},
-                    {"role": "user", "content": f"how many {colour} balls? there are {k}."},
-                    {"role": "assistant", "content": f"i see {k}, all {colour}."}])
-    return out
+    return make_toy_corpus(n, seed, answer="i see {k}, all {colour}.")
 
 
 def test_sft_calibration_lowers_the_human_turn_nll(toy_model_dir, tmp_path):

@@ -2,6 +2,7 @@
 import random
 
 import pytest
+from conftest import play_texts
 
 from dialogrl.envs import DealOrNoDeal, make_task
 from dialogrl.envs.dealnodeal import (DondScenario, all_splits, count_vectors, is_pareto_optimal, parse_offer,
@@ -36,13 +37,6 @@ def test_value_vectors_by_hand():
     assert sorted(value_vectors((5, 1, 1))) == sorted(
         [(0, 0, 10), (0, 1, 9), (0, 2, 8), (0, 3, 7), (0, 4, 6), (0, 5, 5), (0, 6, 4), (0, 7, 3), (0, 8, 2),
          (0, 9, 1), (0, 10, 0), (1, 0, 5), (1, 1, 4), (1, 2, 3), (1, 3, 2), (1, 4, 1), (1, 5, 0), (2, 0, 0)])
-
-
-def play_texts(task, scenario, texts):
-    state = task.reset(scenario)
-    for t in texts:
-        task.step(state, t)
-    return state
 
 
 def test_offer_accept_ends_with_the_proposed_split():

@@ -5,6 +5,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import play_texts
 
 from dialogrl.envs import TASKS, make_task
 from dialogrl.envs.telesales import (BUYER_PERSONAS, CATALOG, FEATURES, SELLER_PERSONAS, TYPES, TelesalesAgent,
@@ -17,13 +18,6 @@ from dialogrl.tiny import TINY_MODELS, check_corpus
 # towing, 36700). The buyer needs a third row and towing and has $37000: atlas and shuttle fit, strada does not.
 SC = TelesalesScenario(lot=("atlas", "strada", "shuttle"), floors=(34900, 20000, 32700), budget=37000,
                        must_have=("third_row", "towing"), preferred_type="suv", persona="decisive", id=7)
-
-
-def play_texts(task, scenario, texts):
-    state = task.reset(scenario)
-    for t in texts:
-        task.step(state, t)
-    return state
 
 
 def test_catalog():
