@@ -86,6 +86,28 @@ def test_compounding_check(name, verdict, tmp_path):
     assert set(check.as_dict()) >= {"quadratic_coef", "quadratic_ci", "verdict", "bound_holds"}
 
 
+def test_terminal_reward_bound_counts_the_last_turn():
+    """An outcome reward at the end depends on turn H's own shift: sum_i (H - i) eps_i misses it, sum_i eps_i not."""
+    start = np.array([1.0, 0.0, 0.0])  # both processes open the same way: eps_1 = 0
+    p, q = derail_process(0.05), derail_process(0.2)
+    p, q = MarkovDialogue(start, p.trans, p.reward), MarkovDialogue(start, q.trans, q.reward)
+    eps = np.diff(np.r_[0.0, exact_history_tv(p, q, max(HORIZONS))])
+    rng = np.random.default_rng(0)
+    rp = [p.terminal_returns(p.sample(4000, h, rng), h) for h in HORIZONS]
+    rq = [q.terminal_returns(q.sample(4000, h, rng), h) for h in HORIZONS]
+    exact_gap = np.array([abs(p.expected_terminal(h) - q.expected_terminal(h)) for h in HORIZONS])
+    assert exact_gap[0] > 0.05 and eps[0] == 0
+    terminal = compounding_check(HORIZONS, rp, rq, eps, n_boot=200, reward="terminal")
+    per_turn = compounding_check(HORIZONS, rp, rq, eps, n_boot=200, reward="per_turn")
+    assert terminal.bound_holds and np.all(exact_gap <= terminal.bound + 1e-12)
+    assert not per_turn.bound_holds and per_turn.bound[0] == 0  # the per-turn form does not apply to this reward
+    assert terminal.bound_test == "valid" and terminal.as_dict()["reward"] == "terminal"
+    lower = compounding_check(HORIZONS, rp, rq, eps, n_boot=200, reward="terminal", eps_exact=False)
+    assert lower.bound_test == "indicative"
+    with pytest.raises(ValueError, match="reward='outcome'"):
+        compounding_check(HORIZONS, rp, rq, eps, reward="outcome")
+
+
 def test_check_rejects_bad_input():
     with pytest.raises(ValueError, match="3 or more horizons"):
         compounding_check([2, 3], [np.ones(3)] * 2, [np.ones(3)] * 2, np.ones(3))

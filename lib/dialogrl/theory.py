@@ -11,6 +11,12 @@ so a mismatch at turn i reaches all H - i later contexts (Delta_{t+1} <= Delta_t
 
 which is O(H^2 eps) for a constant per-turn eps (the paper's Theorem 3.1). Whether the *measured* gap grows like H^2
 depends on whether the dynamics carry a mismatch forward; `compounding_check` tests that on data.
+With a terminal outcome reward instead (a game's score, a function of the whole dialogue x_1..x_H), the same argument
+gives |J_P(H) - J_Q(H)| <= R_max * TV(P(x_1..x_H), Q(x_1..x_H)) = R_max * sum_{i=1..H} eps_i: turn H's own shift
+counts, and the bound is linear in H for a constant eps (`compounding_check(..., reward="terminal")`).
+The bound check is a test only with exact eps_i. The classifier estimates below are *lower* bounds of TV, so a
+bound built from them is a lower estimate of the true bound: a gap above it does not refute the theorem, and
+`CompoundingCheck.bound_test` says "indicative" then.
 
 Estimators of the per-turn shift between two sets of dialogues:
   - `likelihood_shift`: when the generating agents expose log-probs, KL(P_{<=i} || Q_{<=i}) by the chain rule,
@@ -127,7 +133,7 @@ class CompoundingCheck:
     horizons: np.ndarray
     gap: np.ndarray                  # |J_P(H) - J_Q(H)|, measured
     gap_ci: np.ndarray               # (K, 2)
-    context_shift: np.ndarray        # sum_t TV(c_t) = sum_i (H - i) eps_i: the shift the contexts carry in all
+    context_shift: np.ndarray        # per_turn: sum_t TV(c_t) = sum_i (H - i) eps_i; terminal: TV(x_1..x_H) = sum_i eps_i
     bound: np.ndarray                # R_max * context_shift
     quadratic_coef: float            # c in gap = a + b H + c H^2
     quadratic_ci: tuple[float, float]
@@ -138,12 +144,15 @@ class CompoundingCheck:
     bound_holds: bool                # every measured gap <= its bound
     shift_quadratic_coef: float      # the same quadratic fit of context_shift against H
     r_max: float = 1.0
+    reward: str = "per_turn"         # "per_turn" (a reward at every context) or "terminal" (one outcome at the end)
+    bound_test: str = "valid"        # "valid" with exact eps; "indicative" with lower bounds of TV (classifier eps)
 
     def as_dict(self) -> dict:
         return {"horizons": self.horizons.tolist(), "gap": self.gap.tolist(), "bound": self.bound.tolist(),
                 "quadratic_coef": self.quadratic_coef, "quadratic_ci": list(self.quadratic_ci),
                 "linear_coef": self.linear_coef, "aic": self.aic, "bic": self.bic, "verdict": self.verdict,
-                "bound_holds": self.bound_holds, "shift_quadratic_coef": self.shift_quadratic_coef}
+                "bound_holds": self.bound_holds, "bound_test": self.bound_test, "reward": self.reward,
+                "shift_quadratic_coef": self.shift_quadratic_coef}
 
 
 def _fits(h: np.ndarray, y: np.ndarray) -> tuple:
@@ -160,13 +169,17 @@ def _fits(h: np.ndarray, y: np.ndarray) -> tuple:
 
 def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], returns_q: Sequence[np.ndarray],
                       eps: Sequence[float], r_max: float = 1.0, n_boot: int = 2000, seed: int = 0,
-                      criterion: str = "bic") -> CompoundingCheck:
+                      criterion: str = "bic", reward: str = "per_turn", eps_exact: bool = True) -> CompoundingCheck:
     """Does the performance gap grow quadratically with the horizon, and does it stay under the bound?
 
     horizons: the K horizons H_k at which the gap was measured (e.g. turn caps 2, 4, ..., 10).
     returns_p, returns_q: per horizon, the per-dialogue returns J under training-like contexts (P) and deployment
         contexts (Q); the gap is |mean(P) - mean(Q)|, bootstrapped by resampling dialogues.
     eps: the per-turn shifts eps_1..eps_Hmax (e.g. ShiftEstimate.increments()), in TV units.
+    reward: "per_turn" (J sums a reward in [0, r_max] at every context: bound r_max * sum_i (H - i) eps_i) or
+        "terminal" (J is one outcome in [0, r_max] of the whole dialogue: bound r_max * sum_{i<=H} eps_i).
+    eps_exact: False when eps are lower bounds of TV (classifier estimates): `bound_holds` is still computed, but
+        `bound_test` is "indicative", since a lower estimate of the bound can be exceeded without contradiction.
     Fits gap = a + b H and gap = a + b H + c H^2; `verdict` is "quadratic" when the quadratic model wins on
     `criterion` (AIC or BIC) and the 95% bootstrap CI of c lies above 0, else "linear".
     """
@@ -180,11 +193,14 @@ def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], 
         raise ValueError(f"eps covers {len(eps)} turns but the longest horizon is {int(h.max())}")
     if criterion not in ("aic", "bic"):
         raise ValueError(f"criterion={criterion!r}: choose 'aic' or 'bic'")
+    if reward not in ("per_turn", "terminal"):
+        raise ValueError(f"reward={reward!r}: choose 'per_turn' or 'terminal'")
     rp = [np.asarray(r, float) for r in returns_p]
     rq = [np.asarray(r, float) for r in returns_q]
     gap = np.array([abs(a.mean() - b.mean()) for a, b in zip(rp, rq)])
-    # context shift at horizon H: sum_{t=1..H} TV(c_t) = sum_{i=1..H} (H - i) eps_i
-    ctx = np.array([sum((H - i) * eps[i - 1] for i in range(1, int(H) + 1)) for H in h])
+    # per-turn rewards: sum_{t=1..H} TV(c_t) = sum_{i=1..H} (H - i) eps_i; terminal: TV(x_1..x_H) = sum_{i=1..H} eps_i
+    weight = (lambda H, i: H - i) if reward == "per_turn" else (lambda H, i: 1.0)
+    ctx = np.array([sum(weight(H, i) * eps[i - 1] for i in range(1, int(H) + 1)) for H in h])
     lin, quad = _fits(h, gap)
     rng = np.random.default_rng(seed)
     boot_c, boot_gaps = [], []
@@ -202,7 +218,7 @@ def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], 
         linear_coef=float(lin.params[1]), aic={"linear": float(lin.aic), "quadratic": float(quad.aic)},
         bic={"linear": float(lin.bic), "quadratic": float(quad.bic)}, verdict=verdict,
         bound_holds=bool(np.all(gap <= r_max * ctx + 1e-12)), shift_quadratic_coef=float(_fits(h, ctx)[1].params[2]),
-        r_max=r_max)
+        r_max=r_max, reward=reward, bound_test="valid" if eps_exact else "indicative")
 
 
 def plot_compounding(check: CompoundingCheck, shift: ShiftEstimate | None = None, path=None, title: str = ""):
@@ -227,7 +243,9 @@ def plot_compounding(check: CompoundingCheck, shift: ShiftEstimate | None = None
     ax.plot(grid, lin.params[0] + lin.params[1] * grid, "--", label=f"linear (BIC {check.bic['linear']:.1f})")
     ax.plot(grid, quad.params[0] + quad.params[1] * grid + quad.params[2] * grid ** 2, "-",
             label=f"quadratic (BIC {check.bic['quadratic']:.1f})")
-    ax.plot(h, check.bound, "s:", color="grey", label="bound R_max sum (H-i) eps_i")
+    form = "sum (H-i) eps_i" if check.reward == "per_turn" else "sum eps_i"
+    kind = "" if check.bound_test == "valid" else ", eps lower bounds"
+    ax.plot(h, check.bound, "s:", color="grey", label=f"bound R_max {form}{kind}")
     ax.set_xlabel("horizon H (turns)")
     ax.set_ylabel("|J_P - J_Q|")
     ax.set_title(title or f"verdict: {check.verdict}")
@@ -279,6 +297,16 @@ class MarkovDialogue:
     def returns(self, x: np.ndarray, horizon: int) -> np.ndarray:
         """Per-dialogue return J = sum_{t=1..H} reward of context c_t = reward0 + sum_{t=2..H} reward[x_{t-1}]."""
         return self.reward0 + self.reward[x[:, :horizon - 1]].sum(1)
+
+    def terminal_returns(self, x: np.ndarray, horizon: int) -> np.ndarray:
+        """Per-dialogue outcome of the whole dialogue of `horizon` turns: reward[x_H] (a terminal reward)."""
+        return self.reward[x[:, horizon - 1]]
+
+    def expected_terminal(self, horizon: int) -> float:
+        marg = self.init.copy()
+        for _ in range(horizon - 1):
+            marg = marg @ self.trans
+        return float(marg @ self.reward)
 
     def expected_return(self, horizon: int) -> float:
         marg, total = self.init.copy(), self.reward0
