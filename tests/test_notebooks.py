@@ -50,3 +50,21 @@ def test_notebook_smoke_run_writes_a_summary(nb_path, params_dir, tmp_path):
     assert summary, "empty summary.json"
     assert json.loads((run_dir / "config.json").read_text())["seed"] == params.get("seed", 0)
     assert (run_dir / "env.json").exists()
+
+
+@pytest.mark.slow
+def test_notebook_01_runs_on_the_real_human_logs(shared_data, tmp_path):
+    """Notebook 01 with `human_logs`: the selection protocol, a warm start and a human proxy built on disjoint
+    splits of the real Deal or No Deal dialogues (200 of them here; toy sizes, the numbers mean nothing)."""
+    nb_path = REPO / "notebooks" / "01_calibrated_interactive_rl.ipynb"
+    params = profile_parameters(nb_path, "smoke", REPO / "params")
+    run_dir = tmp_path / "run"
+    papermill.execute_notebook(str(nb_path), str(tmp_path / nb_path.name), cwd=str(REPO), progress_bar=False,
+                               parameters={**params, "run_dir": str(run_dir), "human_logs": str(shared_data / "dealnodeal"),
+                                           "human_logs_limit": 200, "human_model_epochs": 1.0})
+    summary = _strict_json(run_dir / "summary.json")
+    assert summary["protocol"] == "selection" and summary["n_train_logs"] == 120
+    assert set(summary["score"]) >= {"base", "static", "interactive", "calibrated"}
+    assert summary["shift"]["bound_test"] == "indicative" and summary["shift"]["reward"] == "terminal"
+    records = [json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()]
+    assert any(t["phase"] == "select" for r in records for t in r["turns"])  # games end with both selections

@@ -13,7 +13,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from dialogrl.envs.base import GameState
 from dialogrl.envs.dealnodeal import SELECTION_TOKEN, DealOrNoDeal, DondScenario
@@ -217,6 +217,22 @@ def replay(task: DealOrNoDeal, record: DondRecord) -> GameState:
     return state
 
 
+def selection_conversations(task: DealOrNoDeal, games: Sequence[GameState],
+                            roles: Sequence[Sequence[str]] | None = None) -> list[list[dict]]:
+    """Finished selection-protocol games as chat conversations: each role's view of the talk, ending with its
+    selection as its last assistant message (the corpus of a warm start or a human proxy built on human logs).
+
+    roles: per game, the roles to write it for (default: both).
+    """
+    out = []
+    for k, state in enumerate(games):
+        before = GameState(state.scenario, [t for t in state.turns if t.phase == "talk"], info={"phase": "select"})
+        for role in (task.roles if roles is None else roles[k]):
+            sel = next(t.text for t in state.turns if t.phase == "select" and t.role == role)
+            out.append(task.view(before, role) + [{"role": "assistant", "content": sel}])
+    return out
+
+
 def dond_human_corpus(source: str | Path, max_turns: int = 20, views: str = "both") -> list[list[dict]]:
     """The human logs as chat conversations (selection protocol), the warm-start corpus of a human-log tiny-dond.
 
@@ -224,16 +240,11 @@ def dond_human_corpus(source: str | Path, max_turns: int = 20, views: str = "bot
     longer than `max_turns` talk turns are left out (the prompt promises that cap).
     """
     task = DealOrNoDeal(protocol="selection", max_turns=max_turns)
-    corpus = []
+    games, roles = [], []
     for k, rec in enumerate(load_dond(source)):
         if sum(1 for _, t in rec.turns) > max_turns:
             continue
-        state = replay(task, rec)
-        roles = task.roles if views == "both" else (task.roles[k % 2],)
-        for role in roles:
-            if role not in rec.selections:
-                continue  # the file lacks this role's selection
-            before = GameState(state.scenario, [t for t in state.turns if t.phase == "talk"], info={"phase": "select"})
-            sel = next(t.text for t in state.turns if t.phase == "select" and t.role == role)
-            corpus.append(task.view(before, role) + [{"role": "assistant", "content": sel}])
-    return corpus
+        keep = [r for r in (task.roles if views == "both" else (task.roles[k % 2],)) if r in rec.selections]
+        games.append(replay(task, rec))  # roles the file lacks a selection for are left out
+        roles.append(keep)
+    return selection_conversations(task, games, roles)
