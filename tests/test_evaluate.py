@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dialogrl.agents import ScriptedAgent
@@ -84,3 +85,22 @@ def test_game_rows_carry_the_tasks_own_outcome_fields():
     rows = game_rows(task, eps, "seller")
     assert {"sale", "good_sale", "feasible", "n_invalid"} <= set(rows[0])
     assert np.mean([r["good_sale"] for r in rows]) == task.metrics([e.state for e in eps])["success_at_1"]
+
+
+def test_paired_clustered_pairs_by_scenario_and_seed():
+    from dialogrl.evaluate import paired_clustered
+
+    rng = np.random.default_rng(0)
+    rows = lambda shift, seeds: pd.DataFrame([{"counterpart": "p", "scenario": k, "seed": s,
+                                               "score": k % 5 + shift + 0.1 * rng.standard_normal()}
+                                              for s in seeds for k in range(40)])
+    a, b = rows(1.0, [0, 1, 2]), rows(0.0, [0, 1, 2])
+    out = paired_clustered(a, b, "score")
+    # the scenario effect (k % 5, spread 1.4) cancels in the pairs: the CI is tight around +1
+    assert out["games"] == 120 and abs(out["diff"] - 1.0) < 0.05 and out["holds"] and out["ci"][1] - out["ci"][0] < 0.1
+    base = rows(0.0, [0])  # one seed (a warm start): every seed of a pairs with it
+    assert paired_clustered(a, base, "score")["games"] == 120
+    with pytest.raises(ValueError, match="missing"):
+        paired_clustered(a.drop(columns="scenario"), b, "score")
+    with pytest.raises(ValueError, match="no game of a pairs"):
+        paired_clustered(a, b.assign(counterpart="q"), "score")

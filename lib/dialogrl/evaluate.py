@@ -56,6 +56,29 @@ def clustered_ci(df: pd.DataFrame, metric: str, cluster: str = "seed", level: fl
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
 
 
+def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequence[str] = ("counterpart", "scenario"),
+                     cluster: str = "seed") -> dict:
+    """Mean of metric(a) - metric(b) over games paired by `keys`, with the two-level (seed, then game) bootstrap CI.
+
+    a, b: game rows (`game_rows`) of two methods. Games pair on `keys` and, when both sides have several training
+    seeds, on the seed too (seed i of one method beside seed i of the other); a single-seed b (e.g. the warm start)
+    pairs with every seed of a. Returns {"diff", "ci", "holds" (CI above 0), "games"}.
+    """
+    keys = list(keys) + ([cluster] if cluster in b and b[cluster].nunique() > 1 else [])
+    missing = [k for k in keys if k not in a or k not in b]
+    if missing:
+        raise ValueError(f"cannot pair the games: column(s) {missing} missing")
+    ref = b.set_index(keys)[metric]
+    if not ref.index.is_unique:
+        raise ValueError(f"cannot pair the games: {keys} do not identify b's games uniquely")
+    d = a.assign(diff=a[metric].to_numpy(dtype=float) - ref.reindex(pd.MultiIndex.from_frame(a[keys])).to_numpy())
+    d = d.dropna(subset=["diff"])
+    if d.empty:
+        raise ValueError(f"no game of a pairs with a game of b on {keys}")
+    lo, hi = clustered_ci(d, "diff", cluster=cluster)
+    return {"diff": float(d["diff"].mean()), "ci": [lo, hi], "holds": bool(lo > 0), "games": int(len(d))}
+
+
 def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> list[dict]:
     """One row per game, from the point of view of the role in `seat`."""
     rows = []
