@@ -152,6 +152,26 @@ def test_selection_by_likelihood_returns_a_valid_selection(dond_toy):
         assert len(sel) == 2 and all(t.invalid is None for t in sel)
 
 
+def test_lm_agents_use_the_tasks_learned_selector(dond_toy):
+    """With a selector on the task, the selection turn is the selector's answer for that role, not the LM's."""
+    model, tok = dond_toy
+    asked = []
+
+    def selector(state, role):
+        asked.append(role)
+        return "no agreement" if role == "A" else " ".join(f"{i}={n}" for i, n in zip(("book", "hat", "ball"),
+                                                                                      state.scenario.counts))
+    task = DealOrNoDeal(protocol="selection", max_turns=2, selector=selector)
+    eps = play(task, {"A": LMAgent(model, tok, max_new_tokens=8), "B": LMAgent(model, tok, max_new_tokens=8)},
+               task.sample_scenarios(3, seed=9))
+    assert sorted(asked) == ["A"] * 3 + ["B"] * 3
+    for ep in eps:
+        sel = {t.role: t.text for t in ep.state.turns if t.phase == "select"}
+        assert sel["A"] == "no agreement" and sel["B"].startswith("book=") and not ep.outcome["A"]["agreed"]
+    with pytest.raises(ValueError, match="selection protocol"):
+        DealOrNoDeal(protocol="offer", selector=selector)
+
+
 def test_play_needs_an_agent_per_role():
     with pytest.raises(ValueError, match="no agent for role"):
         play(TASK, {"A": ScriptedAgent("fair")}, TASK.sample_scenarios(1, seed=0))

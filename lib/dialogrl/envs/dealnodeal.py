@@ -177,18 +177,24 @@ class DealOrNoDeal(Task):
     protocol: "offer" (default) or "selection" (the original); see the module docstring.
     max_turns: talk turns (both roles together) before the talk ends without a deal.
     invalid_penalty: reward points a role loses per invalid turn (offer markers and selections); 0 makes them free.
+    selector: selection protocol only: a learned selection step, `selector(state, role) -> selection text`, that LM
+        agents use in the selection phase instead of scoring every split by their own likelihood
+        (`agents.SelectionClassifier`; Lewis et al. trained their selection module beside the language model).
     """
     name = "dealnodeal"
     roles = ("A", "B")
 
-    def __init__(self, protocol: str = "offer", max_turns: int = 10, invalid_penalty: float = 1.0):
+    def __init__(self, protocol: str = "offer", max_turns: int = 10, invalid_penalty: float = 1.0, selector=None):
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol={protocol!r}: choose one of {', '.join(PROTOCOLS)}")
+        if selector is not None and protocol != "selection":
+            raise ValueError("a selector is for the selection protocol; the offer protocol has no selection step")
         if not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"max_turns={max_turns!r}: must be an int >= 1")
         if invalid_penalty < 0:
             raise ValueError(f"invalid_penalty={invalid_penalty!r}: must be >= 0")
         self.protocol, self.max_turns, self.invalid_penalty = protocol, max_turns, float(invalid_penalty)
+        self.selector = selector
 
     # -- scenarios and views
     def sample_scenarios(self, n: int, seed: int) -> list[DondScenario]:
