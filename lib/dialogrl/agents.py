@@ -429,11 +429,11 @@ class SelectionClassifier:
             raise RuntimeError("the selection classifier is not fitted: call fit(task, games) first")
         X = self.features(states, roles)
         probs = [m.predict_proba(X) for m in self.models]               # per item: (N, classes)
+        p_none = np.mean([p[:, list(m.classes_).index(self.NONE)] if self.NONE in m.classes_ else np.zeros(len(p))
+                          for p, m in zip(probs, self.models)], axis=0)  # (N,) mean over items
         out = []
         for k, state in enumerate(states):
-            p_none = np.mean([p[k][list(m.classes_).index(self.NONE)] if self.NONE in m.classes_ else 0.0
-                              for p, m in zip(probs, self.models)])
-            if p_none > 0.5:
+            if p_none[k] > 0.5:
                 out.append("no agreement")
                 continue
             share = []

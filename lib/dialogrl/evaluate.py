@@ -57,14 +57,15 @@ def clustered_ci(df: pd.DataFrame, metric: str, cluster: str = "seed", level: fl
 
 
 def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequence[str] = ("counterpart", "scenario"),
-                     cluster: str = "seed") -> dict:
+                     cluster: str | None = "seed") -> dict:
     """Mean of metric(a) - metric(b) over games paired by `keys`, with the two-level (seed, then game) bootstrap CI.
 
     a, b: game rows (`game_rows`) of two methods. Games pair on `keys` and, when both sides have several training
     seeds, on the seed too (seed i of one method beside seed i of the other); a single-seed b (e.g. the warm start)
-    pairs with every seed of a. Returns {"diff", "ci", "holds" (CI above 0), "games"}.
+    pairs with every seed of a. cluster=None: pairs on `keys` only, with the plain bootstrap over games.
+    Returns {"diff", "ci", "holds" (CI above 0), "games"}.
     """
-    keys = list(keys) + ([cluster] if cluster in b and b[cluster].nunique() > 1 else [])
+    keys = list(keys) + ([cluster] if cluster is not None and cluster in b and b[cluster].nunique() > 1 else [])
     missing = [k for k in keys if k not in a or k not in b]
     if missing:
         raise ValueError(f"cannot pair the games: column(s) {missing} missing")
@@ -136,10 +137,8 @@ def summarize(games: pd.DataFrame, by: Sequence[str] = ("policy", "counterpart")
 
 
 def paired_difference(games: pd.DataFrame, a: str, b: str, metric: str, by: str = "policy") -> dict:
-    """Mean of metric(a) - metric(b) over games paired by scenario, seat and counterpart, with its 95% CI."""
-    keys = ["counterpart", "seat", "scenario"]
-    ga = games[games[by] == a].set_index(keys)[metric]
-    gb = games[games[by] == b].set_index(keys)[metric]
-    d = (ga - gb.reindex(ga.index)).dropna().to_numpy()
-    lo, hi = bootstrap_ci(d)
-    return {"diff": float(d.mean()) if len(d) else float("nan"), "lo": lo, "hi": hi, "n": int(len(d))}
+    """Mean of metric(a) - metric(b) over games paired by scenario, seat and counterpart, with its 95% CI
+    (`paired_clustered` on one table of games, without the seed level)."""
+    out = paired_clustered(games[games[by] == a], games[games[by] == b], metric,
+                           keys=("counterpart", "seat", "scenario"), cluster=None)
+    return {"diff": out["diff"], "lo": out["ci"][0], "hi": out["ci"][1], "n": out["games"]}
