@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import TOY_CONFIG
+from conftest import TOY_CONFIG, play_texts
 from dialogrl.agents import PERSONAS, LMAgent, ScriptedAgent, dond_corpus, persona_population
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.models import load_model
@@ -137,8 +137,19 @@ def test_malformed_model_output_never_crashes_and_is_counted(dond_toy):
     agent = LMAgent(model, tok, max_new_tokens=8)  # truncated turns: many markers are cut off
     seed_everything(2)
     eps = play(TASK, {"A": agent, "B": agent}, TASK.sample_scenarios(16, seed=8))
-    assert all(e.state.done for e in eps)
-    assert TASK.metrics([e.state for e in eps])["invalid_rate"] >= 0
+    states = [e.state for e in eps]
+    assert all(s.done and len(s.talk_turns()) <= TASK.max_turns for s in states)
+    # the rules, not the engine, decide what is invalid: replaying each game's texts gives the same verdicts
+    for s in states:
+        again = play_texts(TASK, s.scenario, [t.text for t in s.turns])
+        assert [t.invalid for t in again.turns] == [t.invalid for t in s.turns]
+    n_invalid = sum(t.invalid is not None for s in states for t in s.turns)
+    assert TASK.metrics(states)["invalid_rate"] == pytest.approx(n_invalid / sum(len(s.turns) for s in states))
+    for e in eps:  # each invalid turn costs its speaker invalid_penalty
+        for role in TASK.roles:
+            own = sum(t.invalid is not None for t in e.state.turns if t.role == role)
+            assert e.outcome[role]["n_invalid"] == own
+            assert e.outcome[role]["reward"] == pytest.approx(e.outcome[role]["score"] - TASK.invalid_penalty * own)
 
 
 def test_selection_by_likelihood_returns_a_valid_selection(dond_toy):

@@ -77,6 +77,12 @@ PERSONAS: dict[str, Persona] = {p.name: p for p in [
     Persona("boulware", start=1.0, end=0.5, beta=6.0, talk=0.1),
     Persona("conceder", start=0.8, end=0.2, beta=0.3, margin=0.5, talk=0.5),
 ]}
+# Personas that no part of the pipeline has seen: the warm-start corpus (`dond_corpus`) and the default populations
+# draw from PERSONAS only, so these are held out from the warm start as well as from RL. Parameters unlike any above.
+UNSEEN_PERSONAS: dict[str, Persona] = {p.name: p for p in [
+    Persona("haggler", start=0.85, end=0.45, beta=2.5, margin=0.3, noise=0.1, talk=0.4),
+]}
+ALL_PERSONAS: dict[str, Persona] = {**PERSONAS, **UNSEEN_PERSONAS}
 
 _PHRASES = {
     "plain": {
@@ -107,12 +113,17 @@ def aspiration(p: Persona, progress: float) -> float:
 
 
 class ScriptedAgent(Agent):
-    """A scripted Deal or No Deal negotiator playing one Persona (offer protocol), with its own RNG."""
+    """A scripted Deal or No Deal negotiator playing one Persona (offer protocol; a name from PERSONAS or
+    UNSEEN_PERSONAS). Each utterance draws from its own RNG, seeded by (seed, scenario, role, turn): a game plays
+    the same whatever else is in the batch and however many games the agent played before (no state between
+    evaluation cells)."""
 
     def __init__(self, persona: Persona | str, seed: int = 0):
-        self.persona = PERSONAS[persona] if isinstance(persona, str) else persona
+        if isinstance(persona, str) and persona not in ALL_PERSONAS:
+            raise ValueError(f"unknown persona {persona!r}; personas: {', '.join(ALL_PERSONAS)}")
+        self.persona = ALL_PERSONAS[persona] if isinstance(persona, str) else persona
         self.name = self.persona.name
-        self.rng = random.Random(seed)
+        self.seed = seed
 
     def act(self, requests: Sequence[ActRequest]) -> list[str]:
         return [self.utter(r.task, r.state, r.role) for r in requests]
@@ -120,7 +131,9 @@ class ScriptedAgent(Agent):
     def utter(self, task: DealOrNoDeal, state: GameState, role: str) -> str:
         if state.info.get("phase") == "select":
             raise ValueError("scripted personas play the offer protocol only")
-        p, rng = self.persona, self.rng
+        p = self.persona
+        # the scenario's content, not only its id: training steps reuse ids 0..n-1 for new scenarios
+        rng = random.Random(f"{self.seed}/{state.scenario!r}/{role}/{len(state.turns)}")
         counts, values = state.scenario.counts, state.scenario.values[task.roles.index(role)]
         n = len(state.talk_turns())
         last_chance = n >= task.max_turns - 2   # the partner may not get to answer a proposal after this one
@@ -135,26 +148,27 @@ class ScriptedAgent(Agent):
             if offered is not None and rng.random() < 0.3:
                 return f"{rng.choice(phrases['accept'])} [accept]"
             share = rng.choice(all_splits(counts))
-            return self._propose(share, counts, phrases)
+            return self._propose(rng, share, counts, phrases)
         if offered is not None and (offered >= 10 * a - p.margin or (last_chance and offered >= 10 * p.end)):
             return f"{rng.choice(phrases['accept'])} [accept]"
         if n >= task.max_turns - 1 and offered is not None and offered < 10 * p.end:
             return f"{rng.choice(phrases['no_deal'])} [no deal]"
-        share = self._choose_share(counts, values, a, state, role)
+        share = self._choose_share(rng, counts, values, a, state, role)
         talk = ""
         if p.talk and rng.random() < p.talk:  # cheap talk about its own preferences
             order = sorted(range(3), key=lambda i: values[i])
             kind, i = ("like", order[-1]) if rng.random() < 0.6 else ("dislike", order[0])
             talk = rng.choice(phrases[kind]).format(item=ITEMS[i])
-        return self._propose(share, counts, phrases, reject=offered is not None, talk=talk)
+        return self._propose(rng, share, counts, phrases, reject=offered is not None, talk=talk)
 
-    def _propose(self, share, counts, phrases, reject: bool = False, talk: str = "") -> str:
-        rng = self.rng
+    @staticmethod
+    def _propose(rng: random.Random, share, counts, phrases, reject: bool = False, talk: str = "") -> str:
         body = rng.choice(phrases["propose"]).format(own=describe(share), other=describe(complement(counts, share)))
         parts = [rng.choice(phrases["counter"]) if reject else "", body, talk]
         return " ".join(x for x in parts if x) + " " + marker(share)
 
-    def _choose_share(self, counts, values, a: float, state: GameState, role: str) -> tuple:
+    @staticmethod
+    def _choose_share(rng: random.Random, counts, values, a: float, state: GameState, role: str) -> tuple:
         """Among shares worth >= 10*a to me, the one the partner seems to value most (its asks weigh items)."""
         want = [1.0, 1.0, 1.0]
         for t in state.talk_turns():  # the partner's proposals show what it wants
@@ -167,7 +181,7 @@ class ScriptedAgent(Agent):
 
         def key(s):
             partner = sum(w * x for w, x in zip(want, complement(counts, s)))
-            return (partner, -split_value(values, s), self.rng.random())
+            return (partner, -split_value(values, s), rng.random())
         return max(ok, key=key)
 
 
@@ -201,14 +215,15 @@ class Population(Agent):
 
 def persona_population(names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
                        seed: int = 0, style: str | None = None) -> Population:
-    """A Population of scripted personas (all of PERSONAS by default), optionally all speaking in `style`."""
+    """A Population of scripted personas (all of PERSONAS by default; UNSEEN_PERSONAS by name), optionally all
+    speaking in `style`."""
     names = list(names or PERSONAS)
-    unknown = [n for n in names if n not in PERSONAS]
+    unknown = [n for n in names if n not in ALL_PERSONAS]
     if unknown:
-        raise ValueError(f"unknown persona(s) {unknown}; personas: {', '.join(PERSONAS)}")
+        raise ValueError(f"unknown persona(s) {unknown}; personas: {', '.join(ALL_PERSONAS)}")
     members = {}
     for i, n in enumerate(names):
-        p = PERSONAS[n] if style is None else Persona(**{**PERSONAS[n].__dict__, "style": style})
+        p = ALL_PERSONAS[n] if style is None else Persona(**{**ALL_PERSONAS[n].__dict__, "style": style})
         members[n] = ScriptedAgent(p, seed=seed * 1000 + i)
     return Population(members, dict(weights or {}), seed=seed)
 

@@ -1,14 +1,26 @@
-"""Evaluation of frozen policies against counterpart panels: cross-play matrices with bootstrap 95% CIs.
+"""Evaluation of frozen policies against counterpart panels: cross-play matrices, means and paired differences with
+confidence intervals that are valid for a few training seeds.
 
     games = cross_play(task, {"base": base_agent, "ibrl": ibrl_agent}, panel, scenarios, seats=("A", "B"))
     table = summarize(games)            # one row per (policy, counterpart): mean and 95% CI of every metric
     diff = paired_difference(games, "ibrl", "base", "score")   # paired by scenario, seat and counterpart
 
-Every cell plays the same scenarios (paired comparisons), from a seed range that training never uses.
+Every cell plays the same scenarios (paired comparisons), from a seed range that training never uses, and every cell
+starts from the same random state (`seed_everything`; scripted counterparts draw per utterance from (seed, scenario,
+role, turn)), so evaluating one policy twice gives identical rows.
+
+Intervals. The unit of replication is the training seed (a training run, with its own warm-start build, evaluated on
+its own draw of scenarios that every method of that seed plays): games of one seed share its policy, so they are not
+independent draws. A method's mean gets a t-interval on its per-seed means
+with n_seeds - 1 degrees of freedom, and a difference between methods a t-interval on the per-seed mean differences
+(`clustered_ci`, `paired_clustered`). A percentile bootstrap over 3-5 seeds undercovers (about 70-83% for a nominal
+95%, tests/test_evaluate.py), so it is used only for a single seed, over games, with a warning that the interval then
+ignores seed-to-seed variation.
 """
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -25,7 +37,8 @@ GAME_METRICS = ("score", "partner_score", "joint", "agreed", "pareto", "invalid_
 
 def bootstrap_ci(x: Sequence[float], level: float = 0.95, n_resamples: int = 2000, seed: int = 0
                  ) -> tuple[float, float]:
-    """Percentile bootstrap CI of the mean (scipy.stats.bootstrap); a constant sample gives (x0, x0)."""
+    """Percentile bootstrap CI of the mean (scipy.stats.bootstrap) of independent draws x; a constant sample gives
+    (x0, x0). Valid for many independent games, not for a few training seeds (use `t_interval` there)."""
     from scipy.stats import bootstrap
 
     x = np.asarray(x, dtype=float)
@@ -38,34 +51,56 @@ def bootstrap_ci(x: Sequence[float], level: float = 0.95, n_resamples: int = 200
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
+def t_interval(x: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Student-t CI of the mean of n >= 2 independent replicates x (e.g. per-seed means): mean +- t_{n-1} sd / sqrt(n)."""
+    from scipy.stats import t
+
+    x = np.asarray(x, dtype=float)
+    if len(x) < 2:
+        raise ValueError(f"a t-interval needs 2 or more replicates, got {len(x)}")
+    half = t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / np.sqrt(len(x))
+    return (float(x.mean() - half), float(x.mean() + half))
+
+
+def seed_means(df: pd.DataFrame, metric: str, cluster: str = "seed") -> pd.Series:
+    """The mean of `metric` per cluster (training seed), in cluster order."""
+    return df.groupby(cluster, sort=True)[metric].mean()
+
+
+def _one_seed_warning(what: str) -> None:
+    warnings.warn(f"{what}: one training seed, so the interval is a bootstrap over games; it ignores seed-to-seed "
+                  "variation and is too narrow for a claim about the method", stacklevel=3)
+
+
 def clustered_ci(df: pd.DataFrame, metric: str, cluster: str = "seed", level: float = 0.95,
                  n_resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """Two-level percentile bootstrap CI of the mean of `metric`: resample clusters (training seeds), then rows
-    (games) within each drawn cluster. With one cluster (or no `cluster` column) it is the plain bootstrap over rows.
-    This is the CI of a method's mean over training seeds and evaluation scenarios: seed-to-seed variation of the
-    training runs counts, not only the evaluation noise."""
+    """CI of a method's mean of `metric` over training seeds: a t-interval on the per-seed means, n_seeds - 1 degrees
+    of freedom. Seed-to-seed variation of the training runs counts, not only the evaluation noise.
+
+    With one cluster (or no `cluster` column) it falls back to the percentile bootstrap over rows (games), with a
+    warning: that interval only measures evaluation noise. `n_resamples` and `seed` are the fallback's.
+    """
     if cluster not in df.columns or df[cluster].nunique() <= 1:
+        _one_seed_warning(f"clustered_ci({metric!r})")
         return bootstrap_ci(df[metric].to_numpy(), level=level, n_resamples=n_resamples, seed=seed)
-    groups = [g[metric].to_numpy(dtype=float) for _, g in df.groupby(cluster, sort=True)]
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_resamples)
-    for i in range(n_resamples):
-        picked = rng.integers(len(groups), size=len(groups))
-        means[i] = np.mean(np.concatenate([rng.choice(groups[j], size=len(groups[j])) for j in picked]))
-    alpha = (1 - level) / 2
-    return (float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha)))
+    return t_interval(seed_means(df, metric, cluster).to_numpy(), level=level)
 
 
 def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequence[str] = ("counterpart", "scenario"),
                      cluster: str | None = "seed") -> dict:
-    """Mean of metric(a) - metric(b) over games paired by `keys`, with the two-level (seed, then game) bootstrap CI.
+    """Mean of metric(a) - metric(b) over games paired by `keys`, with a t-interval over training seeds.
 
-    a, b: game rows (`game_rows`) of two methods. Games pair on `keys` and, when both sides have several training
-    seeds, on the seed too (seed i of one method beside seed i of the other); a single-seed b (e.g. the warm start)
-    pairs with every seed of a. cluster=None: pairs on `keys` only, with the plain bootstrap over games.
-    Returns {"diff", "ci", "holds" (CI above 0), "games"}.
+    a, b: game rows (`game_rows`) of two methods. Games pair on `keys` and, when b has several training seeds, on the
+    seed too (seed i of one method beside seed i of the other). The difference is averaged per seed and the interval
+    is the t-interval on those per-seed mean differences (n_seeds - 1 degrees of freedom). A single-seed b (one
+    evaluation of a fixed reference) pairs with every seed of a; its own evaluation noise is then common to every
+    seed's difference and not in the interval. cluster=None, or a single seed: pairs on `keys` only, with the
+    percentile bootstrap over games (and a warning when a seed column shows that only one seed was there).
+    Games of either side without a partner are dropped with a warning that counts them.
+    Returns {"diff", "ci", "holds" (CI above 0), "games", "seeds", "se", "interval"} ("interval" names the method).
     """
-    keys = list(keys) + ([cluster] if cluster is not None and cluster in b and b[cluster].nunique() > 1 else [])
+    use_seed = cluster is not None and cluster in b and b[cluster].nunique() > 1
+    keys = list(keys) + ([cluster] if use_seed else [])
     missing = [k for k in keys if k not in a or k not in b]
     if missing:
         raise ValueError(f"cannot pair the games: column(s) {missing} missing")
@@ -76,8 +111,25 @@ def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequen
     d = d.dropna(subset=["diff"])
     if d.empty:
         raise ValueError(f"no game of a pairs with a game of b on {keys}")
-    lo, hi = clustered_ci(d, "diff", cluster=cluster)
-    return {"diff": float(d["diff"].mean()), "ci": [lo, hi], "holds": bool(lo > 0), "games": int(len(d))}
+    paired = set(d[keys].itertuples(index=False, name=None))
+    unpaired_b = sum(k not in paired for k in b[keys].itertuples(index=False, name=None))
+    if len(d) < len(a) or unpaired_b:
+        warnings.warn(f"paired_clustered({metric!r}): {len(a) - len(d)} of {len(a)} games of a and {unpaired_b} of "
+                      f"{len(b)} games of b have no partner on {keys}; they are left out", stacklevel=2)
+    n_seeds = d[cluster].nunique() if cluster is not None and cluster in d else 1
+    if n_seeds > 1:
+        per_seed = seed_means(d, "diff", cluster).to_numpy()
+        lo, hi = t_interval(per_seed)
+        se = float(per_seed.std(ddof=1) / np.sqrt(n_seeds))
+        interval = f"t over {n_seeds} seeds"
+    else:
+        if cluster is not None and cluster in d:
+            _one_seed_warning(f"paired_clustered({metric!r})")
+        lo, hi = bootstrap_ci(d["diff"].to_numpy())
+        se = float(d["diff"].std(ddof=1) / np.sqrt(len(d))) if len(d) > 1 else 0.0
+        interval = "bootstrap over games"
+    return {"diff": float(d["diff"].mean()), "ci": [lo, hi], "holds": bool(lo > 0), "games": int(len(d)),
+            "seeds": int(n_seeds), "se": se, "interval": interval}
 
 
 def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> list[dict]:
@@ -110,7 +162,8 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
     for pname, policy in policies.items():
         for cname, counterpart in counterparts.items():
             for seat in seats:
-                seed_everything(seed)  # every cell sees the same sampling noise stream
+                seed_everything(seed)  # every cell sees the same sampling noise stream (LM agents);
+                # scripted agents draw from (seed, scenario, role, turn) and keep no state between cells
                 agents = {seat: policy, task.other(seat): counterpart}
                 episodes = play(task, agents, scenarios)
                 rows += game_rows(task, episodes, seat, policy=pname, counterpart=cname)
@@ -123,22 +176,27 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
 
 
 def summarize(games: pd.DataFrame, by: Sequence[str] = ("policy", "counterpart"),
-              metrics: Sequence[str] = ("score", "agreed", "pareto", "joint", "invalid_rate")) -> pd.DataFrame:
-    """Mean and bootstrap 95% CI of each metric per group: columns <metric>, <metric>_lo, <metric>_hi, n."""
+              metrics: Sequence[str] = ("score", "agreed", "pareto", "joint", "invalid_rate"),
+              cluster: str = "seed") -> pd.DataFrame:
+    """Mean and 95% CI of each metric per group: columns <metric>, <metric>_lo, <metric>_hi, n (games), seeds.
+
+    Groups with several training seeds (a `cluster` column not among `by`) get the t-interval over seeds
+    (`clustered_ci`); groups with one seed or no seed column the bootstrap over games."""
     out = []
     for key, g in games.groupby(list(by), sort=False):
         row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
-        row["n"] = len(g)
+        seeds = g[cluster].nunique() if cluster in g and cluster not in by else 1
+        row.update({"n": len(g), "seeds": int(seeds)})
         for m in metrics:
-            lo, hi = bootstrap_ci(g[m].to_numpy())
+            lo, hi = clustered_ci(g, m, cluster) if seeds > 1 else bootstrap_ci(g[m].to_numpy())
             row.update({m: float(g[m].mean()), f"{m}_lo": lo, f"{m}_hi": hi})
         out.append(row)
     return pd.DataFrame(out)
 
 
 def paired_difference(games: pd.DataFrame, a: str, b: str, metric: str, by: str = "policy") -> dict:
-    """Mean of metric(a) - metric(b) over games paired by scenario, seat and counterpart, with its 95% CI
-    (`paired_clustered` on one table of games, without the seed level)."""
+    """Mean of metric(a) - metric(b) over games paired by scenario, seat and counterpart, with its 95% CI: the
+    bootstrap over games (`paired_clustered` without the seed level), for one table of one run's games."""
     out = paired_clustered(games[games[by] == a], games[games[by] == b], metric,
                            keys=("counterpart", "seat", "scenario"), cluster=None)
     return {"diff": out["diff"], "lo": out["ci"][0], "hi": out["ci"][1], "n": out["games"]}
