@@ -1,22 +1,33 @@
-"""Context distribution shift in multi-turn dialogue, and the check that it compounds quadratically.
+"""Context distribution shift in multi-turn dialogue, and the check that the gap it causes compounds quadratically.
 
 Notation (one dialogue of H turns). x_i is what turn i adds to the dialogue; the context the policy answers at
 turn t is c_t = (x_1, ..., x_{t-1}), and its reward there is r_t = r(c_t) in [0, R_max]. Training contexts come
 from P (logged histories, or a simulator), deployment contexts from Q (the policy's own dialogues with humans).
-Let D_i = TV(P(x_1..x_i), Q(x_1..x_i)), the shift of the history after turn i, and eps_i = D_i - D_{i-1} the shift
-that turn i adds (D_0 = 0). Context c_t carries every earlier turn's shift, TV(c_t) = D_{t-1} = sum_{i<t} eps_i,
-so a mismatch at turn i reaches all H - i later contexts (Delta_{t+1} <= Delta_t + eps_t) and
+Let D_i = TV(P(x_1..x_i), Q(x_1..x_i)), the shift of the history after turn i (D_0 = 0, and D_i <= 1 as every TV),
+and eps_i = D_i - D_{i-1} the shift that turn i adds. Context c_t carries every earlier turn's shift,
+TV(c_t) = D_{t-1}, so a mismatch at turn i reaches all H - i later contexts and
 
-    |J_P(H) - J_Q(H)| <= R_max * sum_t TV(c_t) = R_max * sum_{i=1..H} (H - i) * eps_i,
+    |J_P(H) - J_Q(H)| <= R_max * sum_{t=1..H} min(1, D_{t-1}) = R_max * sum_{i=1..H} (H - i) * eps_i  (D below 1),
 
-which is O(H^2 eps) for a constant per-turn eps (the paper's Theorem 3.1). Whether the *measured* gap grows like H^2
-depends on whether the dynamics carry a mismatch forward; `compounding_check` tests that on data.
-With a terminal outcome reward instead (a game's score, a function of the whole dialogue x_1..x_H), the same argument
-gives |J_P(H) - J_Q(H)| <= R_max * TV(P(x_1..x_H), Q(x_1..x_H)) = R_max * sum_{i=1..H} eps_i: turn H's own shift
-counts, and the bound is linear in H for a constant eps (`compounding_check(..., reward="terminal")`).
+which is O(H^2 eps) for a constant per-turn eps (the paper's Theorem 3.1). With a terminal outcome reward instead
+(a game's score, a function of the whole dialogue x_1..x_H), the same argument gives
+|J_P(H) - J_Q(H)| <= R_max * min(1, D_H): turn H's own shift counts, the bound is linear in H for a constant eps
+until D reaches 1, and it is never above R_max (`compounding_check(..., reward="terminal")`). Increments estimated
+from data go up and down; the bound takes D_i = clip(eps_1 + .. + eps_i, 0, 1) from the unclipped increments
+(`ShiftEstimate.increments(clip=False)`), since a sum of clipped increments overstates D and can exceed 1.
 The bound check is a test only with exact eps_i. The classifier estimates below are *lower* bounds of TV, so a
 bound built from them is a lower estimate of the true bound: a gap above it does not refute the theorem, and
 `CompoundingCheck.bound_test` says "indicative" then.
+
+Whether the *measured* gap grows like H^2 depends on whether the dynamics carry a mismatch forward;
+`compounding_check` tests that on data. It takes per-scenario returns at K >= 4 horizons, the same evaluation
+scenarios at every horizon and under P and Q, and works with the signed gap J_P - J_Q (an absolute value biases
+small gaps upward and turns a sign change into a V). Pairing by scenario gives the gaps' covariance across
+horizons; a between-horizon variance tau2 takes up what evaluation noise does not explain (e.g. one training run
+per horizon), and intervals use t quantiles on K - 3 degrees of freedom. The verdict has three values:
+"quadratic" (growth shown and positive curvature shown), "linear" (growth shown and the curvature shown smaller than
+both what the design detects and pure H^2 growth at the measured rate) and "not shown" (flat, falling, U-shaped,
+zig-zag or concave gaps, or too little data to tell). Curvature alone is not compounding: a U shape has it too.
 
 Estimators of the per-turn shift between two sets of dialogues:
   - `likelihood_shift`: when the generating agents expose log-probs, KL(P_{<=i} || Q_{<=i}) by the chain rule,
@@ -47,9 +58,14 @@ class ShiftEstimate:
     se: np.ndarray | None = None    # (H,)
     extra: dict = field(default_factory=dict)
 
-    def increments(self) -> np.ndarray:
-        """eps_i = D_i - D_{i-1} (D_0 = 0), clipped at 0: the shift each turn adds."""
-        return np.clip(np.diff(np.concatenate([[0.0], self.estimate])), 0.0, None)
+    def increments(self, clip: bool = True) -> np.ndarray:
+        """eps_i = D_i - D_{i-1} (D_0 = 0): the shift each turn adds, clipped at 0 unless clip=False.
+
+        Unclipped increments sum back to the estimate (sum_{j<=i} eps_j = D_i); clipped ones sum to more than D_i
+        wherever a noisy estimate dips, so `compounding_check` takes the unclipped ones.
+        """
+        eps = np.diff(np.concatenate([[0.0], self.estimate]))
+        return np.clip(eps, 0.0, None) if clip else eps
 
 
 def likelihood_shift(logp_p: np.ndarray, logp_q: np.ndarray, mask: np.ndarray | None = None) -> ShiftEstimate:
@@ -129,100 +145,207 @@ def text_history_features(dialogues: Sequence[Sequence[str]], turn: int, n_featu
 
 @dataclass
 class CompoundingCheck:
-    """Gap and shift against the horizon H, linear vs quadratic fits, and the bound. All arrays are per H."""
+    """The signed gap and the shift against the horizon H, the linear and quadratic fits, the verdict and the bound.
+
+    Arrays are per horizon; intervals are 95% unless named otherwise. See `compounding_check` for the rules.
+    """
     horizons: np.ndarray
-    gap: np.ndarray                  # |J_P(H) - J_Q(H)|, measured
+    gap: np.ndarray                  # J_P(H) - J_Q(H), signed: the mean of the per-scenario differences
+    gap_se: np.ndarray               # its standard error (evaluation noise: sqrt(diag Sigma))
     gap_ci: np.ndarray               # (K, 2)
-    context_shift: np.ndarray        # per_turn: sum_t TV(c_t) = sum_i (H - i) eps_i; terminal: TV(x_1..x_H) = sum_i eps_i
-    bound: np.ndarray                # R_max * context_shift
+    context_shift: np.ndarray        # per_turn: sum_{t<=H} min(1, D_{t-1}); terminal: min(1, D_H)
+    bound: np.ndarray                # r_max * context_shift: bounds |gap|
     quadratic_coef: float            # c in gap = a + b H + c H^2
     quadratic_ci: tuple[float, float]
-    linear_coef: float               # b in gap = a + b H
-    aic: dict                        # {"linear": ..., "quadratic": ...}
+    linear_coef: float               # b in gap = a + b H (the growth per turn)
+    linear_ci: tuple[float, float]
+    start_slope: float               # b + 2 c H_min of the quadratic fit: its slope at the smallest horizon
+    start_slope_ci: tuple[float, float]
+    tau2: float                      # between-horizon variance beyond evaluation noise (moments, >= 0)
+    df: int                          # K - 3: degrees of freedom of the t quantiles
+    min_detectable_quadratic: float  # delta: c detected at 80% power, two-sided 0.05, by this design
+    equivalence_margin: float        # min(delta, c of pure H^2 growth at the measured slope): the "linear" margin
+    aic: dict                        # {"linear": ..., "quadratic": ...}, Gaussian with cov Sigma + tau2 I; informative
     bic: dict
-    verdict: str                     # "quadratic" or "linear"
-    bound_holds: bool                # every measured gap <= its bound
+    verdict: str                     # "quadratic", "linear" or "not shown"
+    bound_holds: bool                # every |gap| <= its bound
     shift_quadratic_coef: float      # the same quadratic fit of context_shift against H
     r_max: float = 1.0
     reward: str = "per_turn"         # "per_turn" (a reward at every context) or "terminal" (one outcome at the end)
     bound_test: str = "valid"        # "valid" with exact eps; "indicative" with lower bounds of TV (classifier eps)
+    n_scenarios: int = 0             # evaluation scenarios per horizon (the pairs behind every gap)
 
     def as_dict(self) -> dict:
-        return {"horizons": self.horizons.tolist(), "gap": self.gap.tolist(), "bound": self.bound.tolist(),
-                "quadratic_coef": self.quadratic_coef, "quadratic_ci": list(self.quadratic_ci),
-                "linear_coef": self.linear_coef, "aic": self.aic, "bic": self.bic, "verdict": self.verdict,
-                "bound_holds": self.bound_holds, "bound_test": self.bound_test, "reward": self.reward,
-                "shift_quadratic_coef": self.shift_quadratic_coef}
+        def plain(v):
+            if isinstance(v, np.ndarray):
+                return plain(v.tolist())
+            if isinstance(v, (list, tuple)):
+                return [plain(x) for x in v]
+            if isinstance(v, dict):
+                return {k: plain(x) for k, x in v.items()}
+            if isinstance(v, (bool, np.bool_)):
+                return bool(v)
+            if isinstance(v, (int, np.integer)):
+                return int(v)
+            if isinstance(v, (float, np.floating)):
+                return float(v) if np.isfinite(v) else None
+            return v
+        return {name: plain(getattr(self, name)) for name in self.__dataclass_fields__}
 
 
-def _fits(h: np.ndarray, y: np.ndarray) -> tuple:
-    """OLS fits y = a + b H and y = a + b H + c H^2. Returns both fitted results (statsmodels).
+def _ols(h: np.ndarray, degree: int) -> tuple[np.ndarray, np.ndarray]:
+    """Design X = [1, H, .., H^degree] and the OLS operator A = (X'X)^-1 X' (coefficients = A @ y), (p, K).
 
     The intercept stays free: where the gap is zero (H = 0 or H = 1) depends on how a task counts turns.
     """
-    import statsmodels.api as sm
+    X = np.vander(np.asarray(h, float), degree + 1, increasing=True)
+    return X, np.linalg.pinv(X)
 
-    lin = sm.OLS(y, np.c_[np.ones_like(h), h]).fit()
-    quad = sm.OLS(y, np.c_[np.ones_like(h), h, h ** 2]).fit()
-    return lin, quad
+
+def _gaussian_ic(resid: np.ndarray, V: np.ndarray, p: int) -> tuple[float, float]:
+    """AIC and BIC of a fit whose residuals have covariance V (known): -2 log L + 2p, -2 log L + p log K."""
+    sign, logdet = np.linalg.slogdet(V)
+    if sign <= 0:
+        return float("nan"), float("nan")
+    m2ll = float(resid @ np.linalg.solve(V, resid) + logdet + len(resid) * np.log(2 * np.pi))
+    return m2ll + 2 * p, m2ll + p * np.log(len(resid))
+
+
+def _context_shift(h: np.ndarray, eps: np.ndarray, reward: str) -> np.ndarray:
+    """D_i = clip(sum_{j<=i} eps_j, 0, 1) (D_0 = 0); terminal: D_H; per_turn: sum_{t=1..H} D_{t-1}."""
+    D = np.r_[0.0, np.clip(np.cumsum(eps), 0.0, 1.0)]  # D[i] = D_i, i = 0..len(eps)
+    if reward == "terminal":
+        return np.array([D[int(H)] for H in h])
+    return np.array([D[:int(H)].sum() for H in h])
 
 
 def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], returns_q: Sequence[np.ndarray],
-                      eps: Sequence[float], r_max: float = 1.0, n_boot: int = 2000, seed: int = 0,
-                      criterion: str = "bic", reward: str = "per_turn", eps_exact: bool = True) -> CompoundingCheck:
-    """Does the performance gap grow quadratically with the horizon, and does it stay under the bound?
+                      eps: Sequence[float], r_max: float = 1.0, n_boot: int | None = None, seed: int | None = None,
+                      criterion: str | None = None, reward: str = "per_turn", eps_exact: bool = True
+                      ) -> CompoundingCheck:
+    """Is growth of the signed gap J_P(H) - J_Q(H) with the horizon shown, and is it quadratic? Is it under the bound?
 
-    horizons: the K horizons H_k at which the gap was measured (e.g. turn caps 2, 4, ..., 10).
-    returns_p, returns_q: per horizon, the per-dialogue returns J under training-like contexts (P) and deployment
-        contexts (Q); the gap is |mean(P) - mean(Q)|, bootstrapped by resampling dialogues.
-    eps: the per-turn shifts eps_1..eps_Hmax (e.g. ShiftEstimate.increments()), in TV units.
-    reward: "per_turn" (J sums a reward in [0, r_max] at every context: bound r_max * sum_i (H - i) eps_i) or
-        "terminal" (J is one outcome in [0, r_max] of the whole dialogue: bound r_max * sum_{i<=H} eps_i).
+    horizons: the K >= 4 distinct horizons H_k (e.g. turn caps 2, 4, ..., 10).
+    returns_p, returns_q: per horizon, the per-scenario returns under training-like contexts (P) and deployment
+        contexts (Q), aligned by index: entry i is evaluation scenario i at every horizon and in both lists (so every
+        array has the same length n). gap_k = mean_i (returns_p[k][i] - returns_q[k][i]), signed: the check asks
+        whether P's advantage grows (pass Q as P for the other direction).
+    eps: per-turn increments eps_1..eps_Hmax of the history divergence D_i in TV units, unclipped
+        (`ShiftEstimate.increments(clip=False)`): D_i = clip(eps_1 + .. + eps_i, 0, 1).
+    reward: "per_turn" (J sums a reward in [0, r_max] at every context: bound r_max * sum_{t=1..H} min(1, D_{t-1}),
+        which is r_max * sum_i (H - i) eps_i while D stays below 1) or "terminal" (J is one outcome in [0, r_max] of
+        the whole dialogue: bound r_max * min(1, D_H), never above r_max).
     eps_exact: False when eps are lower bounds of TV (classifier estimates): `bound_holds` is still computed, but
         `bound_test` is "indicative", since a lower estimate of the bound can be exceeded without contradiction.
-    Fits gap = a + b H and gap = a + b H + c H^2; `verdict` is "quadratic" when the quadratic model wins on
-    `criterion` (AIC or BIC) and the 95% bootstrap CI of c lies above 0, else "linear".
+    n_boot, seed, criterion: unused (the covariance is analytic, and AIC/BIC are reported but do not decide); accepted
+        so that older calls keep working.
+
+    Inference. D is the (n, K) matrix of per-scenario differences; the gaps' covariance is Sigma = cov(D) / n, with
+    the correlation across horizons that the shared scenarios give. The gaps are fitted by OLS, gap = a + b H and
+    gap = a + b H + c H^2, and a coefficient vector A @ gap has covariance A (Sigma + tau2 I) A'. tau2 >= 0 is the
+    between-horizon variance that evaluation noise does not explain (a separate training run per horizon, or a
+    smooth curve that is not a parabola), by moments from the quadratic fit: tau2 = max(0, (RSS - tr(M Sigma)) /
+    (K - 3)), M = I - X A the residual maker (E RSS = tr(M Sigma) + (K - 3) tau2). Intervals use t quantiles with
+    df = K - 3: tau2 is estimated from K - 3 residuals only, and where it dominates the variance is a scaled
+    chi^2_{K-3} variable, as in a Knapp-Hartung meta-regression; normal quantiles would claim precision that K = 5
+    horizons do not have. Where evaluation noise dominates (tau2 ~ 0) the t quantiles are conservative.
+
+    Verdict (the intervals are the 95% ones that `CompoundingCheck` reports, unless said otherwise):
+      growth shown: the linear fit's slope b has its CI above 0, and the quadratic fit is not significantly falling
+        at the smallest horizon (the upper end of the CI of b + 2 c H_min is >= 0). A U shape, whose parabola falls
+        before it rises, has a positive slope and curvature but is not compounding.
+      "quadratic": growth shown and the CI of c lies above 0.
+      "linear": growth shown and c shown small: its 90% CI lies inside (-m, m) (two one-sided tests at 5%).
+        m = min(delta, c_pure). delta = (t_{0.975,df} + t_{0.80,df}) SE(c), `min_detectable_quadratic`, is the
+        curvature this design detects with 80% power. c_pure = b / slope(H^2 on H) is the curvature of pure H^2
+        growth, gap = c H^2, with the measured slope b (b / (H_min + H_max) for evenly spaced horizons);
+        and `equivalence_margin` holds m. Why c_pure: a margin proportional to SE(c) alone turns the two one-sided tests
+        into |c / SE(c)| < t_{0.975} + t_{0.80} - t_{0.95}, a non-significance test, so an underpowered design would
+        call even pure H^2 growth "linear". With m <= c_pure, "linear" needs the data to rule out H^2 compounding at
+        the measured rate, at the 5% level whatever the power. m <= delta makes "linear" and "quadratic" exclusive.
+      "not shown" otherwise: flat, falling, U-shaped, zig-zag or concave gaps, or too little data to tell.
     """
     h = np.asarray(horizons, float)
     eps = np.asarray(eps, float)
-    if len(returns_p) != len(h) or len(returns_q) != len(h):
-        raise ValueError("returns_p and returns_q need one array per horizon")
-    if len(h) < 3:
-        raise ValueError("the check needs gaps at 3 or more horizons")
+    K = len(h)
+    if len(returns_p) != K or len(returns_q) != K:
+        raise ValueError(f"returns_p and returns_q need one array per horizon ({K}); got {len(returns_p)} and "
+                         f"{len(returns_q)}")
+    if K < 4:
+        raise ValueError(f"the check needs gaps at 4 or more horizons (got {K}): with 3 the quadratic fit is exact "
+                         "and leaves nothing to test it against")
+    if len(np.unique(h)) != K or np.any(h < 1) or np.any(h != np.round(h)):
+        raise ValueError(f"horizons must be distinct positive integers; got {list(horizons)}")
     if h.max() > len(eps):
         raise ValueError(f"eps covers {len(eps)} turns but the longest horizon is {int(h.max())}")
-    if criterion not in ("aic", "bic"):
-        raise ValueError(f"criterion={criterion!r}: choose 'aic' or 'bic'")
     if reward not in ("per_turn", "terminal"):
         raise ValueError(f"reward={reward!r}: choose 'per_turn' or 'terminal'")
-    rp = [np.asarray(r, float) for r in returns_p]
-    rq = [np.asarray(r, float) for r in returns_q]
-    gap = np.array([abs(a.mean() - b.mean()) for a, b in zip(rp, rq)])
-    # per-turn rewards: sum_{t=1..H} TV(c_t) = sum_{i=1..H} (H - i) eps_i; terminal: TV(x_1..x_H) = sum_{i=1..H} eps_i
-    weight = (lambda H, i: H - i) if reward == "per_turn" else (lambda H, i: 1.0)
-    ctx = np.array([sum(weight(H, i) * eps[i - 1] for i in range(1, int(H) + 1)) for H in h])
-    lin, quad = _fits(h, gap)
-    rng = np.random.default_rng(seed)
-    boot_c, boot_gaps = [], []
-    for _ in range(n_boot):
-        g = np.array([abs(rng.choice(a, len(a)).mean() - rng.choice(b, len(b)).mean()) for a, b in zip(rp, rq)])
-        boot_gaps.append(g)
-        boot_c.append(_fits(h, g)[1].params[2])
-    boot_gaps = np.array(boot_gaps)
-    c_lo, c_hi = np.quantile(boot_c, [0.025, 0.975])
-    ic = {"linear": float(getattr(lin, criterion)), "quadratic": float(getattr(quad, criterion))}
-    verdict = "quadratic" if ic["quadratic"] < ic["linear"] and c_lo > 0 else "linear"
+    rp = [np.asarray(r, float).ravel() for r in returns_p]
+    rq = [np.asarray(r, float).ravel() for r in returns_q]
+    lengths = {len(r) for r in rp + rq}
+    if len(lengths) != 1:
+        raise ValueError("returns_p and returns_q must hold the same evaluation scenarios at every horizon, paired "
+                         "by index, so every array must have the same length; got lengths "
+                         f"P {[len(r) for r in rp]}, Q {[len(r) for r in rq]}")
+    n = lengths.pop()
+    if n < 2:
+        raise ValueError("the check needs 2 or more evaluation scenarios per horizon")
+    from scipy import stats
+
+    D = np.stack(rp, axis=1) - np.stack(rq, axis=1)          # (n, K) per-scenario differences
+    gap = D.mean(0)
+    Sigma = np.atleast_2d(np.cov(D, rowvar=False)) / n         # (K, K) covariance of the gaps
+    gap_se = np.sqrt(np.diag(Sigma))
+    z = stats.t.ppf(0.975, n - 1)
+    gap_ci = np.c_[gap - z * gap_se, gap + z * gap_se]
+
+    Xl, Al = _ols(h, 1)
+    Xq, Aq = _ols(h, 2)
+    beta_l, beta_q = Al @ gap, Aq @ gap
+    M = np.eye(K) - Xq @ Aq
+    resid_q = M @ gap
+    df = K - 3
+    tau2 = max(0.0, float(resid_q @ resid_q - np.trace(M @ Sigma)) / df)
+    V = Sigma + tau2 * np.eye(K)
+    cov_l, cov_q = Al @ V @ Al.T, Aq @ V @ Aq.T
+    t975, t95, t80 = stats.t.ppf([0.975, 0.95, 0.80], df)
+
+    def ci(est, se, t=t975):
+        return float(est - t * se), float(est + t * se)
+
+    b, se_b = float(beta_l[1]), float(np.sqrt(cov_l[1, 1]))
+    c, se_c = float(beta_q[2]), float(np.sqrt(cov_q[2, 2]))
+    w = np.array([0.0, 1.0, 2.0 * h.min()])                    # d/dH (a + b H + c H^2) at H_min
+    start, se_start = float(w @ beta_q), float(np.sqrt(w @ cov_q @ w))
+    lin_ci, quad_ci, start_ci = ci(b, se_b), ci(c, se_c), ci(start, se_start)
+    delta = float((t975 + t80) * se_c)
+    c_pure = b / float((Al @ h ** 2)[1])                       # pure H^2 growth with the measured slope b
+    margin = min(delta, max(c_pure, 0.0))
+
+    growth = lin_ci[0] > 0 and start_ci[1] >= 0
+    if growth and quad_ci[0] > 0:
+        verdict = "quadratic"
+    elif growth and -margin < c - t95 * se_c and c + t95 * se_c < margin:
+        verdict = "linear"
+    else:
+        verdict = "not shown"
+
+    ctx = _context_shift(h, eps, reward)
+    aic_l, bic_l = _gaussian_ic(gap - Xl @ beta_l, V, 2)
+    aic_q, bic_q = _gaussian_ic(resid_q, V, 3)
     return CompoundingCheck(
-        horizons=h, gap=gap, gap_ci=np.quantile(boot_gaps, [0.025, 0.975], axis=0).T, context_shift=ctx,
-        bound=r_max * ctx, quadratic_coef=float(quad.params[2]), quadratic_ci=(float(c_lo), float(c_hi)),
-        linear_coef=float(lin.params[1]), aic={"linear": float(lin.aic), "quadratic": float(quad.aic)},
-        bic={"linear": float(lin.bic), "quadratic": float(quad.bic)}, verdict=verdict,
-        bound_holds=bool(np.all(gap <= r_max * ctx + 1e-12)), shift_quadratic_coef=float(_fits(h, ctx)[1].params[2]),
-        r_max=r_max, reward=reward, bound_test="valid" if eps_exact else "indicative")
+        horizons=h, gap=gap, gap_se=gap_se, gap_ci=gap_ci, context_shift=ctx, bound=r_max * ctx,
+        quadratic_coef=c, quadratic_ci=quad_ci, linear_coef=b, linear_ci=lin_ci, start_slope=start,
+        start_slope_ci=start_ci, tau2=tau2, df=df, min_detectable_quadratic=delta, equivalence_margin=margin,
+        aic={"linear": aic_l, "quadratic": aic_q}, bic={"linear": bic_l, "quadratic": bic_q}, verdict=verdict,
+        bound_holds=bool(np.all(np.abs(gap) <= r_max * ctx + 1e-12)),
+        shift_quadratic_coef=float((Aq @ ctx)[2]), r_max=float(r_max), reward=reward,
+        bound_test="valid" if eps_exact else "indicative", n_scenarios=int(n))
 
 
 def plot_compounding(check: CompoundingCheck, shift: ShiftEstimate | None = None, path=None, title: str = ""):
-    """Left: per-turn shift with its CI (if given). Right: measured gap against H with both fits and the bound."""
+    """Left: per-turn shift with its CI (if given). Right: the signed gap against H with its CI, both fits and the
+    bound (+-, since it bounds |gap|)."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2 if shift is not None else 1, figsize=(11 if shift is not None else 6, 3.8))
@@ -236,20 +359,24 @@ def plot_compounding(check: CompoundingCheck, shift: ShiftEstimate | None = None
         ax.legend()
     ax = axes[-1]
     h = check.horizons
-    lin, quad = _fits(h, check.gap)
+    ax.axhline(0.0, color="lightgrey", lw=0.8)
     ax.errorbar(h, check.gap, yerr=[check.gap - check.gap_ci[:, 0], check.gap_ci[:, 1] - check.gap],
-                fmt="o", color="black", capsize=3, label="measured gap")
+                fmt="o", color="black", capsize=3, label="gap J_P - J_Q (95% CI)")
     grid = np.linspace(h.min(), h.max(), 100)
-    ax.plot(grid, lin.params[0] + lin.params[1] * grid, "--", label=f"linear (BIC {check.bic['linear']:.1f})")
-    ax.plot(grid, quad.params[0] + quad.params[1] * grid + quad.params[2] * grid ** 2, "-",
-            label=f"quadratic (BIC {check.bic['quadratic']:.1f})")
-    form = "sum (H-i) eps_i" if check.reward == "per_turn" else "sum eps_i"
+    lin, quad = _ols(h, 1)[1] @ check.gap, _ols(h, 2)[1] @ check.gap
+    lo, hi = check.linear_ci
+    ax.plot(grid, lin[0] + lin[1] * grid, "--", label=f"linear: b = {check.linear_coef:.3g} [{lo:.3g}, {hi:.3g}]")
+    lo, hi = check.quadratic_ci
+    ax.plot(grid, quad[0] + quad[1] * grid + quad[2] * grid ** 2, "-",
+            label=f"quadratic: c = {check.quadratic_coef:.3g} [{lo:.3g}, {hi:.3g}]")
+    form = "sum min(1, D_t-1)" if check.reward == "per_turn" else "min(1, D_H)"
     kind = "" if check.bound_test == "valid" else ", eps lower bounds"
-    ax.plot(h, check.bound, "s:", color="grey", label=f"bound R_max {form}{kind}")
+    ax.plot(h, check.bound, "s:", color="grey", label=f"+- bound R_max {form}{kind}")
+    ax.plot(h, -check.bound, "s:", color="grey")
     ax.set_xlabel("horizon H (turns)")
-    ax.set_ylabel("|J_P - J_Q|")
-    ax.set_title(title or f"verdict: {check.verdict}")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("J_P - J_Q")
+    ax.set_title(title or f"verdict: {check.verdict} (detectable c: {check.min_detectable_quadratic:.2g})")
+    ax.legend(fontsize=7)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=120, bbox_inches="tight")
