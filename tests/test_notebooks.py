@@ -2,7 +2,8 @@
 
 For each notebook: it is committed without outputs, with a kernelspec and a `parameters` cell; params/<stem>/ holds
 smoke.yaml and gpu.yaml whose keys are all real notebook parameters (papermill only warns on unknown ones); the smoke
-run writes a summary.json with no NaN.
+run writes a summary.json with no NaN whose keys and value ranges are those the notebook promises (rates in [0, 1],
+intervals ordered, verdicts from the allowed set), and its wall-clock times apart, in timings.json.
 """
 import json
 from pathlib import Path
@@ -50,6 +51,81 @@ def test_notebook_smoke_run_writes_a_summary(nb_path, params_dir, tmp_path):
     assert summary, "empty summary.json"
     assert json.loads((run_dir / "config.json").read_text())["seed"] == params.get("seed", 0)
     assert (run_dir / "env.json").exists()
+    if nb_path.stem in CHECKS:
+        assert not {"seconds", "timings"} & set(summary), "wall-clock times belong in timings.json"
+        assert _strict_json(run_dir / "timings.json")["seconds"] > 0
+        CHECKS[nb_path.stem](summary, params)
+
+
+# ------------------------------------------------------------------------------------ what each summary promises
+
+def _interval(ci, where):
+    assert isinstance(ci, list) and len(ci) == 2 and all(isinstance(x, float) for x in ci), f"{where}: {ci!r}"
+    assert ci[0] <= ci[1], f"{where}: interval {ci} out of order"
+
+
+def _estimate(table: dict, key: str, where: str, lo: float, hi: float):
+    """table[key] a number in [lo, hi] with its interval table[key + '_ci'] ordered and around it."""
+    assert lo <= table[key] <= hi, f"{where}.{key} = {table[key]} outside [{lo}, {hi}]"
+    _interval(table[f"{key}_ci"], f"{where}.{key}_ci")
+    assert table[f"{key}_ci"][0] <= table[key] + 1e-9 and table[key] <= table[f"{key}_ci"][1] + 1e-9
+
+
+def _claims(claims: dict, n_seeds: int):
+    assert claims
+    for name, c in claims.items():
+        assert {"diff", "ci", "holds", "games"} <= set(c), name
+        _interval(c["ci"], name)
+        assert c["holds"] == (c["ci"][0] > 0) and c["games"] > 0, name
+        if "seeds" in c:
+            assert c["seeds"] == n_seeds, f"{name}: {c['seeds']} seeds paired, expected {n_seeds}"
+
+
+def check_01(summary: dict, params: dict):
+    n = params["n_seeds"]
+    assert summary["seeds"] == n and summary["interval"].startswith("t over")
+    for m in ("base", "static", "interactive", "calibrated"):
+        _estimate(summary["score"], m, "score", 0.0, 10.0)
+        _estimate(summary["agreement"], m, "agreement", 0.0, 1.0)
+    cal = summary["calibration"]
+    assert cal["nll_calibrated"] > 0 and all(cal[f"behaviour_distance_{k}"] >= 0
+                                             for k in ("uncalibrated", "calibrated", "human_proxy"))
+    _claims(summary["claims"], n)
+    assert {"score.interactive_minus_static", "score.calibrated_minus_interactive",
+            "mismatch.interactive_minus_base"} <= set(summary["claims"])
+    shift = summary["shift"]
+    assert shift["verdict"] in ("quadratic", "linear", "not shown")
+    assert shift["bound_test"] in ("valid", "indicative") and shift["reward"] == "terminal"
+    assert len(shift["gap"]) == len(shift["horizons"]) >= 4
+    assert all(0 <= b <= 10.0 + 1e-9 for b in shift["bound"]), "the terminal bound is at most R_max"
+    assert shift["min_detectable_quadratic"] >= 0
+    for per_turn in shift["per_turn"].values():
+        assert all(0 <= x <= 1 for x in per_turn), "a TV lower bound lies in [0, 1]"
+
+
+def check_04(summary: dict, params: dict):
+    n = params["n_seeds"]
+    assert summary["seeds"] == n and summary["interval"].startswith("t over")
+    ranges = {"success_at_1": (0.0, 1.0), "agreement": (0.0, 1.0), "score": (0.0, 10.0)}
+    methods = {"telesales": ["base", "unilateral-seller", "ibrl", "shared"],
+               "dond": ["base", "unilateral-A", "unilateral-B", "ibrl", "shared"]}
+    for task in ("telesales", "dond"):
+        keys = ["success_at_1"] if task == "telesales" else ["agreement", "score"]
+        for key in keys:
+            for m in methods[task]:
+                _estimate(summary[task][key], m, f"{task}.{key}", *ranges[key])
+            for other in methods[task][:-2] + ["shared"]:
+                assert f"{task}.{key}.ibrl_minus_{other}" in summary["claims"]
+    _claims(summary["claims"], n)
+    for method, row in summary["mismatch"].items():
+        for task in ("telesales", "dond"):
+            if task in row:
+                _interval(row[f"{task}_ci"], f"mismatch.{method}.{task}")
+                if method != "base":
+                    _interval(row[f"{task}_minus_base_ci"], f"mismatch.{method}.{task}_minus_base")
+
+
+CHECKS = {"01_calibrated_interactive_rl": check_01, "04_ibrl_bilateral": check_04}
 
 
 @pytest.mark.slow
@@ -64,7 +140,7 @@ def test_notebook_01_runs_on_the_real_human_logs(shared_data, tmp_path):
                                            "human_logs_limit": 200, "human_model_epochs": 1.0})
     summary = _strict_json(run_dir / "summary.json")
     assert summary["protocol"] == "selection" and summary["n_train_logs"] == 120
-    assert set(summary["score"]) >= {"base", "static", "interactive", "calibrated"}
-    assert summary["shift"]["bound_test"] == "indicative" and summary["shift"]["reward"] == "terminal"
+    check_01(summary, params)
+    assert summary["shift"]["bound_test"] == "indicative"
     records = [json.loads(line) for line in (run_dir / "transcripts.jsonl").read_text().splitlines()]
     assert any(t["phase"] == "select" for r in records for t in r["turns"])  # games end with both selections

@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     tiny.add_argument("name", nargs="?", default="tiny-dond", help="embedded model name (default: tiny-dond)")
     tiny.add_argument("--out", default=None, help="save here instead of the cache")
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
+    tiny.add_argument("--seed", type=int, default=None, help="build seed (initialisation, data order; default 0)")
     tiny.add_argument("--data", default=None, help="corpus source for models built from real logs (a local copy)")
     tiny.add_argument("--list", action="store_true", help="list the embedded models and exit")
 
@@ -53,7 +54,7 @@ def _build_tiny(args) -> int:
         return 0
     t0 = time.time()
     overrides = {"source": args.data} if args.data else {}
-    path = build_tiny_model(args.name, force=args.force, out_dir=args.out, **overrides)
+    path = build_tiny_model(args.name, force=args.force, out_dir=args.out, build_seed=args.seed, **overrides)
     info = build_info(path)
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is KiB on Linux
     print(f"{args.name}: {info['n_parameters'] / 1e6:.2f}M parameters, vocab {info['vocab_size']}, "

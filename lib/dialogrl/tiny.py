@@ -263,21 +263,28 @@ def build_tiny(corpus: list[list[dict]], cfg: TinyConfig | None = None, out_dir:
     return out_dir
 
 
-def build_tiny_model(name: str, force: bool = False, out_dir: str | Path | None = None, **corpus_overrides) -> Path:
+def build_tiny_model(name: str, force: bool = False, out_dir: str | Path | None = None, build_seed: int | None = None,
+                     **corpus_overrides) -> Path:
     """Build (or fetch from the cache) the embedded model `name` from TINY_MODELS; returns its folder.
 
+    build_seed: the seed of the build (initialisation and the warm start's data order; None keeps the recipe's, 0).
+        Two builds of one recipe differ like two training runs, and so do builds on two machines (CPU kernels and
+        bf16 support differ), so experiments build one warm start per training seed and count the build as part of
+        the replication unit.
     corpus_overrides replace the recipe's corpus arguments (e.g. source=<local copy of the human logs>).
     """
     if name not in TINY_MODELS:
         raise ValueError(f"unknown embedded model {name!r}; embedded models: {', '.join(sorted(TINY_MODELS))}")
-    memo = (name, str(out_dir), json.dumps(corpus_overrides, sort_keys=True, default=str), str(cache_root()))
+    memo = (name, str(out_dir), build_seed, json.dumps(corpus_overrides, sort_keys=True, default=str),
+            str(cache_root()))
     if not force and memo in _BUILT and (_BUILT[memo] / "tiny_build.json").exists():
         return _BUILT[memo]  # this process already made (and hashed) the corpus
     recipe = TINY_MODELS[name]
+    config = recipe.config if build_seed is None else dataclasses.replace(recipe.config, seed=build_seed)
     corpus = recipe.make_corpus(**corpus_overrides)
     if force and out_dir is None:
-        out_dir = cache_root() / "tiny" / f"{name}-{corpus_hash(corpus, recipe.config)}"
-    _BUILT[memo] = build_tiny(corpus, recipe.config, out_dir=out_dir, name=name)
+        out_dir = cache_root() / "tiny" / f"{name}-{corpus_hash(corpus, config)}"
+    _BUILT[memo] = build_tiny(corpus, config, out_dir=out_dir, name=name)
     return _BUILT[memo]
 
 
