@@ -1,10 +1,15 @@
 """Learning test: RL against a scripted persona moves the metric it should (fixed seed, stated margin).
 
 tiny-dond (role A, its own LoRA adapter) trains with a k3 KL penalty to the warm start (beta 0.1) against the
-scripted "fair" persona for 30 steps of 32 games (a few CPU minutes each), once with the group baseline (GRPO) and
-once with PPO (a value head and turn-level GAE); its mean score against "fair" on 200 held-out scenarios must rise
-by at least 0.5 points (paired by scenario). Without the KL term some seeds collapse (every group ends with equal
-zero rewards and GRPO has no signal left); see the issue notes for the measured runs.
+scripted "fair" persona for 30 steps of 32 games (about two CPU minutes), once with the group baseline (GRPO) and once
+with PPO (a value head and turn-level GAE); its mean score against "fair" on 400 held-out scenarios must rise by at
+least 0.4 points (paired by scenario), with the paired interval above zero.
+
+The margin holds across builds, not for one: a fresh machine builds tiny-dond anew, and a rebuild differs like
+another training run. Measured on three builds (this test's body on `build_tiny_model("tiny-dond", build_seed=b)`,
+b = 0, 1, 2), the paired gain was GRPO +1.19 / +0.96 / +0.93 and PPO +0.94 / +0.76 / +0.89 (interval half-widths about 0.38), so
+the smallest gain is about twice the margin. Without the KL term some seeds collapse (every group ends with equal
+zero rewards and GRPO has no signal left).
 """
 import pandas as pd
 import pytest
@@ -25,7 +30,7 @@ def test_rl_against_a_persona_raises_the_score(algorithm):
     task = DealOrNoDeal()
     seed_everything(0)
     model, tok = load_model("tiny-dond", adapters=["A"], device="cpu", lora_r=8, lora_alpha=16)
-    held_out = task.sample_scenarios(200, seed=10_000)
+    held_out = task.sample_scenarios(400, seed=10_000)
 
     def evaluate(adapter, label):
         seed_everything(123)
@@ -43,4 +48,4 @@ def test_rl_against_a_persona_raises_the_score(algorithm):
     diff = paired_difference(pd.concat([before, after]), "rl", "base", "score")
     print(f"{algorithm}: score vs fair: {before.score.mean():.2f} -> {after.score.mean():.2f}, paired diff {diff}")
     assert len(rows) == 30
-    assert diff["diff"] >= 0.5
+    assert diff["diff"] >= 0.4 and diff["lo"] > 0
