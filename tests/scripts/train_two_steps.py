@@ -28,3 +28,8 @@ record = {"rank": acc.process_index, "world": acc.num_processes,
           "changed": any(not torch.equal(p, before[n]) for n, p in params.items()),
           "scenario_groups": sorted(set(trainer.scenarios(0)[1])), "rows": rows}
 (out / f"rank{acc.process_index}.json").write_text(json.dumps(record))
+# Leave the gloo group cleanly: a process that exits with the group alive can abort in its threads' teardown
+# ("terminate called without an active exception"), seen once in a full-suite run under load.
+acc.wait_for_everyone()
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()
