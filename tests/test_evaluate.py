@@ -109,7 +109,8 @@ def test_intervals_cover_the_truth_with_few_seeds(n_seeds, seed_sd):
         hits_mean += lo <= 0.0 <= hi
         out = paired_clustered(a, b, "x")
         hits_diff += out["ci"][0] <= 0.2 <= out["ci"][1]
-    print(f"{n_seeds} seeds, seed SD {seed_sd}: coverage mean {hits_mean / repeats:.3f}, diff {hits_diff / repeats:.3f}")
+    print(f"{n_seeds} seeds, seed SD {seed_sd}: coverage mean {hits_mean / repeats:.3f}, "
+          f"diff {hits_diff / repeats:.3f}")
     assert hits_mean / repeats >= 0.90 and hits_diff / repeats >= 0.90
 
 

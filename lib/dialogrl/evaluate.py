@@ -11,10 +11,10 @@ role, turn)), so evaluating one policy twice gives identical rows.
 
 Intervals. The unit of replication is the training seed (a training run, with its own warm-start build, evaluated on
 its own draw of scenarios that every method of that seed plays): games of one seed share its policy, so they are not
-independent draws. A method's mean gets a t-interval on its per-seed means
-with n_seeds - 1 degrees of freedom, and a difference between methods a t-interval on the per-seed mean differences
-(`clustered_ci`, `paired_clustered`). A percentile bootstrap over 3-5 seeds undercovers (about 70-83% for a nominal
-95%, tests/test_evaluate.py), so it is used only for a single seed, over games, with a warning that the interval then
+independent draws. A method's mean gets a t-interval on its per-seed means with n_seeds - 1 degrees of freedom, and a
+difference between methods a t-interval on the per-seed mean differences (`clustered_ci`, `paired_clustered`). A
+percentile bootstrap over 3-5 seeds undercovers (about 70-83% for a nominal 95%; tests/test_evaluate.py checks the
+t-interval's coverage), so it is used only for a single seed, over games, with a warning that the interval then
 ignores seed-to-seed variation.
 """
 from __future__ import annotations
@@ -52,7 +52,8 @@ def bootstrap_ci(x: Sequence[float], level: float = 0.95, n_resamples: int = 200
 
 
 def t_interval(x: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """Student-t CI of the mean of n >= 2 independent replicates x (e.g. per-seed means): mean +- t_{n-1} sd / sqrt(n)."""
+    """Student-t CI of the mean of n >= 2 independent replicates x (e.g. per-seed means):
+    mean +- t_{n-1} * sd / sqrt(n)."""
     from scipy.stats import t
 
     x = np.asarray(x, dtype=float)
