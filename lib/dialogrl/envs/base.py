@@ -107,3 +107,8 @@ def history_messages(state: GameState, role: str, opening: str | None) -> list[d
     for t in turns:
         msgs.append({"role": "assistant" if t.role == role else "user", "content": t.text})
     return msgs
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """`text`, cut to `limit` characters: invalid reasons quote the input, which may be 10^5 characters long."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."

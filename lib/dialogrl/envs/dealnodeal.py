@@ -42,7 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Task, Turn, history_messages
+from dialogrl.envs.base import GameState, Task, Turn, history_messages, shorten
 
 ITEMS = ("book", "hat", "ball")
 PROTOCOLS = ("offer", "selection")
@@ -159,11 +159,6 @@ _NO_AGREEMENT = re.compile(r"no agreement|disconnect|<no_agreement>", re.I | re.
 SELECTION_TOKEN = "<selection>"
 
 
-def _shorten(text: str, limit: int = 60) -> str:
-    """`text`, cut to `limit` characters: invalid reasons quote the input, which may be 10^5 characters long."""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def _counts(digits: Sequence[str]) -> tuple[int, ...] | None:
     """ASCII digit strings as ints, or None if one has more than 3 significant digits: no pool count is that big,
     and int() refuses strings of more than 4300 digits."""
@@ -187,7 +182,7 @@ def parse_offer(text: str, counts: Sequence[int]) -> tuple[dict, str | None]:
     if len(found) > 1:
         return talk, f"{len(found)} markers in one turn"
     if not found[0].isascii():
-        return talk, f"malformed marker [{_shorten(found[0])}] (not ASCII)"
+        return talk, f"malformed marker [{shorten(found[0])}] (not ASCII)"
     body = found[0].strip().lower()
     if body == "accept":
         return {"type": "accept"}, None
@@ -195,10 +190,10 @@ def parse_offer(text: str, counts: Sequence[int]) -> tuple[dict, str | None]:
         return {"type": "no_deal"}, None
     m = _PROPOSE.fullmatch(body)
     if not m:
-        return talk, f"malformed marker [{_shorten(found[0])}]"
+        return talk, f"malformed marker [{shorten(found[0])}]"
     share = _counts(m.groups())
     if share is None or any(s > c for s, c in zip(share, counts)):
-        return talk, f"proposal {_shorten(str(share or m.groups()))} beyond the pool {tuple(counts)}"
+        return talk, f"proposal {shorten(str(share or m.groups()))} beyond the pool {tuple(counts)}"
     return {"type": "propose", "share": share}, None
 
 
@@ -212,7 +207,7 @@ def parse_selection(text: str, counts: Sequence[int]) -> tuple[dict, str | None]
         return none, "malformed selection"
     share = _counts(m.groups())
     if share is None or any(s > c for s, c in zip(share, counts)):
-        return none, f"selection {_shorten(str(share or m.groups()))} beyond the pool {tuple(counts)}"
+        return none, f"selection {shorten(str(share or m.groups()))} beyond the pool {tuple(counts)}"
     return {"type": "select", "share": share}, None
 
 

@@ -56,7 +56,7 @@ from typing import Sequence
 import numpy as np
 
 from dialogrl.agents import ActRequest, Agent, Population
-from dialogrl.envs.base import GameState, Task, Turn, history_messages
+from dialogrl.envs.base import GameState, Task, Turn, history_messages, shorten
 
 TYPES = ("sedan", "suv", "pickup", "van", "hatchback", "ev")
 FEATURES = ("awd", "hybrid", "third_row", "sunroof", "towing", "leather", "heated_seats")
@@ -165,11 +165,6 @@ _PRICE = re.compile(r"-?([0-9]+|[0-9]{1,3}(,[0-9]{3})+)", re.A)
 _LOT_NUMBER = re.compile(r"[1-9][0-9]*", re.A)
 
 
-def _shorten(text: str, limit: int = 60) -> str:
-    """`text`, cut to `limit` characters: invalid reasons quote the input, which may be 10^5 characters long."""
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def offer_marker(v: str | int, price: int) -> str:
     """v: the vehicle's lot number (as the scripted personas write it) or its id."""
     return f"[OFFER {v} ${price}]"
@@ -195,7 +190,7 @@ def parse_marker(text: str, lot: Sequence[str]) -> tuple[dict, str | None]:
         return talk, None
     if len(found) > 1:
         return talk, f"{len(found)} markers in one turn"
-    shown = _shorten(found[0])
+    shown = shorten(found[0])
     if not found[0].isascii():
         return talk, f"malformed marker [{shown}] (not ASCII)"
     body = " ".join(found[0].lower().split())
@@ -211,10 +206,10 @@ def parse_marker(text: str, lot: Sequence[str]) -> tuple[dict, str | None]:
         return talk, f"price out of range in [{shown}]"
     if _LOT_NUMBER.fullmatch(vid):
         if len(vid) > 3 or int(vid) > len(lot):
-            return talk, f"no vehicle number {_shorten(vid)} (the lot has {len(lot)})"
+            return talk, f"no vehicle number {shorten(vid)} (the lot has {len(lot)})"
         vid = lot[int(vid) - 1]
     if vid not in lot:
-        return talk, f"unknown vehicle {_shorten(vid)!r} (the lot: {', '.join(lot)})"
+        return talk, f"unknown vehicle {shorten(vid)!r} (the lot: {', '.join(lot)})"
     return {"type": kind, "vehicle": vid, "price": int(digits)}, None
 
 
