@@ -19,8 +19,10 @@ import subprocess
 import sys
 import time
 
+from dialogrl.envs.base import Agent, Utterance
 
-class GenerateAgent:
+
+class GenerateAgent(Agent):
     """The naive baseline: one `model.generate` call per turn, sampling at temperature 1 with no top-k / top-p."""
 
     def __init__(self, model, tok, max_new_tokens: int):
@@ -28,8 +30,6 @@ class GenerateAgent:
 
     def act(self, requests):
         import torch
-
-        from dialogrl.agents import Utterance
 
         out = []
         for r in requests:

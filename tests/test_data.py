@@ -100,7 +100,7 @@ def _fmt(share):
 def test_selection_classifier_reads_held_out_human_talk(shared_data):
     """Fitted on 1,500 logged dialogues, it states the human's own selection on 200 held-out ones far more often
     than the warm start's likelihood step does (~17% exact, ~5% of role pairs agreeing), always a valid split."""
-    from dialogrl.agents import SelectionClassifier
+    from dialogrl.envs.dealnodeal import SelectionClassifier
     from dialogrl.envs.dealnodeal import parse_selection
 
     games = [replay(TASK, r) for r in load_dond(shared_data / "dealnodeal" / "data.txt")[:1800]]

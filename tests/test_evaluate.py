@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dialogrl.agents import ScriptedAgent
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.evaluate import bootstrap_ci, cross_play, paired_difference, summarize
 from dialogrl.plots import bars_with_ci, crossplay_heatmap

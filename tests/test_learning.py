@@ -14,7 +14,8 @@ zero rewards and GRPO has no signal left).
 import pandas as pd
 import pytest
 
-from dialogrl.agents import LMAgent, ScriptedAgent
+from dialogrl.agents import LMAgent
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.evaluate import game_rows, paired_difference
 from dialogrl.models import load_model

@@ -3,7 +3,9 @@ import pytest
 import torch
 
 from conftest import TOY_CONFIG, play_texts
-from dialogrl.agents import PERSONAS, LMAgent, ScriptedAgent, dond_corpus, persona_population
+from dialogrl.agents import LMAgent
+from dialogrl.envs.dealnodeal import PERSONAS, ScriptedAgent, persona_population
+from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.models import load_model
 from dialogrl.rollout import play
@@ -190,3 +192,14 @@ def test_lm_agents_use_the_tasks_learned_selector(dond_toy):
 def test_play_needs_an_agent_per_role():
     with pytest.raises(ValueError, match="no agent for role"):
         play(TASK, {"A": ScriptedAgent("fair")}, TASK.sample_scenarios(1, seed=0))
+
+
+def test_play_names_an_object_that_is_not_an_agent():
+    class Duck:  # has act() but does not declare the Agent interface
+        name = "duck"
+
+        def act(self, requests):
+            return ["[no deal]" for _ in requests]
+
+    with pytest.raises(TypeError, match="role 'B' is a Duck, not an Agent"):
+        play(TASK, {"A": ScriptedAgent("fair"), "B": Duck()}, TASK.sample_scenarios(1, seed=0))

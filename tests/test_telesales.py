@@ -8,9 +8,8 @@ import pytest
 from conftest import play_texts
 
 from dialogrl.envs import TASKS, make_task
-from dialogrl.envs.telesales import (BUYER_PERSONAS, CATALOG, FEATURES, SELLER_PERSONAS, TYPES, UNSEEN_BUYERS,
-                                     TelesalesAgent, TelesalesScenario, VehicleTeleSales, feasible, fits, hear, listen,
-                                     parse_marker, sample_scenario, telesales_corpus, telesales_population)
+from dialogrl.envs.telesales import (BUYER_PERSONAS, CATALOG, FEATURES, SELLER_PERSONAS, TYPES, UNSEEN_BUYERS, TelesalesAgent, TelesalesScenario, VehicleTeleSales, feasible, fits, hear, listen, parse_marker, sample_scenario, telesales_population)
+from dialogrl.envs.telesales.corpus import telesales_corpus
 from dialogrl.rollout import play
 from dialogrl.tiny import TINY_MODELS, check_corpus
 
@@ -364,7 +363,7 @@ def test_corpus_is_deterministic_and_alternates_views():
 def test_registered_as_task_and_tiny_model():
     assert isinstance(make_task("telesales", max_turns=6), VehicleTeleSales) and "telesales" in TASKS
     recipe = TINY_MODELS["tiny-telesales"]
-    assert recipe.corpus == "dialogrl.envs.telesales:telesales_corpus"
+    assert recipe.corpus is telesales_corpus
     assert len(recipe.make_corpus(n_dialogues=4)) == 4
 
 
@@ -377,3 +376,12 @@ def test_bad_task_parameters_are_named():
         VehicleTeleSales(invalid_penalty=-1)
     with pytest.raises(ValueError, match="unknown task 'chess'.*telesales"):
         make_task("chess")
+
+
+def test_buyer_profiles_and_scripted_buyers_agree():
+    """A scenario's buyer profile (the LM buyer's prompt line) and the scripted buyer of that name are one persona."""
+    from dialogrl.envs.telesales import BUYER_PROFILES
+
+    assert set(BUYER_PROFILES) == set(BUYER_PERSONAS)
+    assert all(BUYER_PERSONAS[n].about == line for n, line in BUYER_PROFILES.items())
+    assert not set(UNSEEN_BUYERS) & set(BUYER_PROFILES)

@@ -4,7 +4,8 @@ Slow (the first build takes about 4 minutes on 2 cores; later runs take it from 
 """
 import pytest
 
-from dialogrl.agents import LMAgent, ScriptedAgent
+from dialogrl.agents import LMAgent
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.models import load_model
 from dialogrl.rollout import play

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from conftest import TOY_CONFIG
-from dialogrl.agents import ScriptedAgent, dond_corpus
+from dialogrl.envs.dealnodeal import ScriptedAgent
+from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.models import adapter_parameters, load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TOY_CONFIG
-from dialogrl.agents import dond_corpus
+from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.tiny import TinyConfig, build_tiny
 
 SCRIPT = Path(__file__).parent / "scripts" / "train_two_steps.py"

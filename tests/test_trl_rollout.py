@@ -4,7 +4,8 @@ import json
 import pytest
 import torch
 
-from dialogrl.agents import LMAgent, ScriptedAgent
+from dialogrl.agents import LMAgent
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.base import Turn
 from dialogrl.models import load_model, resolve_model_path

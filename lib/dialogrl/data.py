@@ -17,6 +17,7 @@ from typing import Iterable, Sequence
 
 from dialogrl.envs.base import GameState
 from dialogrl.envs.dealnodeal import SELECTION_TOKEN, DealOrNoDeal, DondScenario
+from dialogrl.hub import HUB_ID_PATTERN, hub_reachable
 
 DOND_HUB_ID = "mikelewis0/deal_or_no_dialog"
 
@@ -186,8 +187,6 @@ def load_dond(source: str | Path, split: str = "train") -> list[DondRecord]:
     if path.is_file():
         first = path.open().readline()
         return load_dond_tagged(path) if first.lstrip().startswith("<input>") else load_dond_raw(path)
-    from dialogrl.models import HUB_ID_PATTERN, hub_reachable
-
     if HUB_ID_PATTERN.match(str(source)) and not str(source).startswith((".", "~")):
         from datasets import load_dataset
 

@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from dialogrl.agents import Agent
+from dialogrl.envs.base import Agent
 from dialogrl.envs.base import Task
 from dialogrl.rollout import Episode, play
 from dialogrl.run import seed_everything

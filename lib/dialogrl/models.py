@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
-import socket
 import warnings
 import zlib
 from pathlib import Path
 from typing import Sequence
-from urllib.parse import urlparse
 
 import torch
 
+from dialogrl.hub import HUB_ID_PATTERN, hub_reachable
 from dialogrl.run import choose_device
 
 # Every linear layer of a Qwen2/Llama-style block; peft matches them by suffix.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-
-HUB_ID_PATTERN = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
 
 class ModelUnavailableError(OSError):
     """A model id that cannot be loaded here (offline, not cached, or unknown)."""
@@ -78,20 +73,6 @@ def check_model_name(name: str) -> str:
         return "hub"
     raise ValueError(f"{name!r} is neither an embedded model ({', '.join(embedded)}), "
                      "an existing local folder, nor a hub id of the form 'org/name'")
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """True when the Hugging Face hub answers a TCP connection within `timeout` (and offline mode is off)."""
-    from huggingface_hub import constants
-
-    if constants.HF_HUB_OFFLINE:
-        return False
-    url = urlparse(constants.ENDPOINT)
-    try:
-        with socket.create_connection((url.hostname, url.port or 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 def resolve_model_path(name: str) -> str:

@@ -15,8 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from dialogrl.agents import ActRequest, Agent, Utterance
-from dialogrl.envs.base import GameState, Task
+from dialogrl.envs.base import ActRequest, Agent, GameState, StreamingAgent, Task, Utterance
 
 
 @dataclass
@@ -47,9 +46,13 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
     missing = [r for r in task.roles if r not in agents]
     if missing:
         raise ValueError(f"no agent for role(s) {missing}; the task's roles are {task.roles}")
+    for role in task.roles:
+        if not isinstance(agents[role], Agent):
+            raise TypeError(f"the agent for role {role!r} is a {type(agents[role]).__name__}, not an Agent: subclass "
+                            "dialogrl.envs.base.Agent (act) or StreamingAgent (submit, busy, advance)")
     states = [task.reset(s) for s in scenarios]
     index = {id(s): i for i, s in enumerate(states)}
-    streaming = list({id(a): a for a in agents.values() if hasattr(a, "submit")}.values())
+    streaming = list({id(a): a for a in agents.values() if isinstance(a, StreamingAgent)}.values())
 
     def record(i: int, agent: Agent, said) -> None:
         u = said if isinstance(said, Utterance) else Utterance(str(said))
@@ -71,7 +74,7 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
             for members in groups.values():
                 agent = agents[members[0][1]]
                 requests = [ActRequest(task, states[i], role, task.view(states[i], role)) for i, role in members]
-                if hasattr(agent, "submit"):
+                if isinstance(agent, StreamingAgent):
                     agent.submit(requests)
                     continue
                 for (i, _), said in zip(members, agent.act(requests)):
@@ -88,8 +91,7 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
                     ended.append(index[id(request.state)])
                 dispatch(ended)
     for agent in {id(a): a for a in agents.values()}.values():
-        if hasattr(agent, "clear_cache"):
-            agent.clear_cache()  # the finished games' KV caches
+        agent.clear_cache()  # e.g. the finished games' KV caches
     return [Episode(s, _agent_names(task, agents, s), task.outcome(s)) for s in states]
 
 

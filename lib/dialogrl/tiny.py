@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
 import os
 import shutil
@@ -23,8 +22,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
+
+from dialogrl.data import dond_human_corpus
+from dialogrl.envs.dealnodeal.corpus import dond_corpus
+from dialogrl.envs.telesales.corpus import telesales_corpus
 
 # ChatML as Qwen instruct models write it, with TRL's generation markers around each assistant reply so that
 # apply_chat_template(..., return_assistant_tokens_mask=True) marks the reply and its <|im_end|> (the stop token).
@@ -68,30 +72,29 @@ class TinyConfig:
 @dataclass
 class TinyRecipe:
     """A named embedded model: where its corpus comes from and how big it is."""
-    corpus: str                                       # "module:function" returning a list of conversations
+    corpus: Callable[..., list[list[dict]]]           # returns a list of conversations
     corpus_kwargs: dict = field(default_factory=dict)
     config: TinyConfig = field(default_factory=TinyConfig)
     description: str = ""
 
     def make_corpus(self, **overrides) -> list[list[dict]]:
-        module, fn = self.corpus.split(":")
-        return getattr(importlib.import_module(module), fn)(**{**self.corpus_kwargs, **overrides})
+        return self.corpus(**{**self.corpus_kwargs, **overrides})
 
 
-# The registry of embedded models. Corpus functions are looked up lazily so that importing this module stays cheap.
+# The registry of embedded models.
 TINY_MODELS: dict[str, TinyRecipe] = {
     "tiny-dond": TinyRecipe(
-        corpus="dialogrl.agents:dond_corpus",
+        corpus=dond_corpus,
         corpus_kwargs={"n_dialogues": 9000, "seed": 0, "views": "one"},
         description="Deal or No Deal (offer protocol), warm-started on scripted persona dialogues",
     ),
     "tiny-telesales": TinyRecipe(
-        corpus="dialogrl.envs.telesales:telesales_corpus",
+        corpus=telesales_corpus,
         corpus_kwargs={"n_dialogues": 7000, "seed": 0, "views": "one"},  # ~2.3M tokens, as many as tiny-dond's
         description="Vehicle TeleSales (seller and buyer), warm-started on scripted persona dialogues",
     ),
     "tiny-dond-human": TinyRecipe(
-        corpus="dialogrl.data:dond_human_corpus",
+        corpus=dond_human_corpus,
         corpus_kwargs={"source": "mikelewis0/deal_or_no_dialog"},  # or a local copy: build-tiny ... --data PATH
         config=TinyConfig(epochs=2.0),
         description="Deal or No Deal (selection protocol), warm-started on the 5,808 human dialogues",

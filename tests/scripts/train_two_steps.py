@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from dialogrl.agents import ScriptedAgent
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.models import adapter_parameters, load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer

@@ -1,37 +1,27 @@
-"""Dialogue tasks. `make_task(name, **kwargs)` builds one by name."""
-from __future__ import annotations
+"""Dialogue games, one package per game (task.py, personas.py, corpus.py; see envs/README.md).
 
-import importlib
+`make_task(name, **kwargs)` builds a game by its name in TASKS.
+"""
+from __future__ import annotations
 
 from dialogrl.envs.base import GameState, Task, Turn
 from dialogrl.envs.dealnodeal import DealOrNoDeal
+from dialogrl.envs.telesales import VehicleTeleSales
 
-# A task class, or "module:Class" for one imported on first use: telesales holds its scripted agents and so imports
-# dialogrl.agents, which imports this package (an eager import here would be circular when agents is imported first).
-TASKS: dict[str, type[Task] | str] = {
-    "dealnodeal": DealOrNoDeal,
-    "telesales": "dialogrl.envs.telesales:VehicleTeleSales",
+TASKS: dict[str, type[Task]] = {
+    DealOrNoDeal.name: DealOrNoDeal,
+    VehicleTeleSales.name: VehicleTeleSales,
 }
 
 
 def task_class(name: str) -> type[Task]:
     if name not in TASKS:
         raise ValueError(f"unknown task {name!r}; tasks: {', '.join(sorted(TASKS))}")
-    cls = TASKS[name]
-    if isinstance(cls, str):
-        module, attr = cls.split(":")
-        cls = getattr(importlib.import_module(module), attr)
-    return cls
+    return TASKS[name]
 
 
 def make_task(name: str, **kwargs) -> Task:
     return task_class(name)(**kwargs)
-
-
-def __getattr__(name: str):
-    if name == "VehicleTeleSales":  # lazily, see TASKS
-        return task_class("telesales")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["GameState", "Task", "Turn", "DealOrNoDeal", "VehicleTeleSales", "TASKS", "make_task", "task_class"]

@@ -1,4 +1,4 @@
-"""The Task protocol: what every dialogue game gives the rollout engine, the agents and the trainers.
+"""The contracts between games, agents and the rollout engine: the Task protocol and the Agent interface.
 
 A task
   - samples scenarios from a seeded generator (`sample_scenarios(n, seed)`): the private information of every role;
@@ -11,9 +11,18 @@ A task
   - optionally, describes a state by numeric features for a turn-level reward model (`turn_features`).
 
 A malformed utterance never raises: the task records why it was invalid on the Turn and applies its rules.
+
+An agent writes the next utterance for a batch of games whose turn falls to it:
+
+    agent.act(requests) -> list[str | Utterance]     one per ActRequest (a game, the role to speak, its chat view)
+
+A `StreamingAgent` (a language model) instead takes turns whenever games need one (`submit`), advances all of them
+one decoding step at a time (`advance`) and hands back the turns that ended, so the rollout engine can batch turns
+continuously. `Population` plays one of several agents per game.
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -88,6 +97,11 @@ class Task:
         raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no turn_features(state, role); "
                                   "implement it to fit a turn-level reward model (see dialogrl.rl.static)")
 
+    def selection_candidates(self, state: GameState) -> list[str]:
+        """Every valid text of a selection phase (state.info["phase"] == "select"), for agents that choose among
+        them by likelihood. Optional: only tasks with such a phase implement it."""
+        raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no selection phase")
+
     def other(self, role: str) -> str:
         """The partner of `role` in a two-role task."""
         a, b = self.roles
@@ -112,3 +126,83 @@ def history_messages(state: GameState, role: str, opening: str | None) -> list[d
 def shorten(text: str, limit: int = 60) -> str:
     """`text`, cut to `limit` characters: invalid reasons quote the input, which may be 10^5 characters long."""
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------------------------------- agents
+
+@dataclass
+class ActRequest:
+    """A game waiting for `role` to speak. `messages` is the role's chat view (what an LM sees)."""
+    task: Task
+    state: GameState
+    role: str
+    messages: list[dict]
+
+
+@dataclass
+class Utterance:
+    """What a language-model agent said, with the exact tokens (see Turn for the fields' meaning)."""
+    text: str
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+
+
+class Agent:
+    """Writes the next utterance for each game whose turn falls to it."""
+    name: str = "agent"
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str | Utterance]:
+        """One utterance per request, in order (a plain string, or an Utterance with its tokens)."""
+        raise NotImplementedError
+
+    def clear_cache(self) -> None:
+        """Forget per-game state kept between turns (the rollout engine calls it when its games have ended)."""
+
+
+class StreamingAgent(Agent):
+    """An agent whose turns run as a continuous batch (the rollout engine drives it through these three methods)."""
+
+    def submit(self, requests: Sequence[ActRequest]) -> None:
+        """Queue one turn per request; it joins the running batch."""
+        raise NotImplementedError
+
+    def busy(self) -> bool:
+        """Whether any submitted turn has not been handed back yet."""
+        raise NotImplementedError
+
+    def advance(self) -> list[tuple[ActRequest, Utterance]]:
+        """One step of the running batch; the (request, utterance) pairs whose turn ended."""
+        raise NotImplementedError
+
+
+@dataclass
+class Population(Agent):
+    """A weighted set of agents; each game draws one member (by its scenario id and the seed) for all its turns."""
+    members: dict[str, Agent]
+    weights: dict[str, float] = field(default_factory=dict)
+    seed: int = 0
+    name: str = "population"
+
+    def pick(self, state: GameState, role: str) -> str:
+        """The member that plays `role` in this game: drawn once per game, reproducibly from (seed, scenario, role)."""
+        picks = state.info.setdefault("population", {})
+        if role not in picks:
+            names = sorted(self.members)
+            rng = random.Random(f"{self.seed}/{getattr(state.scenario, 'id', 0)}/{role}")
+            picks[role] = rng.choices(names, weights=[self.weights.get(n, 1.0) for n in names])[0]
+        return picks[role]
+
+    def clear_cache(self) -> None:
+        for member in self.members.values():
+            member.clear_cache()
+
+    def act(self, requests: Sequence[ActRequest]) -> list:
+        out: list = [None] * len(requests)
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(self.pick(r.state, r.role), []).append(i)
+        for name, idx in groups.items():
+            for i, text in zip(idx, self.members[name].act([requests[i] for i in idx])):
+                out[i] = text
+        return out

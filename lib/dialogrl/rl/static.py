@@ -36,7 +36,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from dialogrl.agents import ActRequest, LMAgent, persona_population
+from dialogrl.agents import LMAgent
+from dialogrl.envs.base import ActRequest
+from dialogrl.envs.dealnodeal import persona_population
 from dialogrl.envs.base import GameState, Task, Turn
 from dialogrl.rl.advantages import group_advantages
 from dialogrl.rl.trainer import RoleSpec, Sample, Trainer

@@ -38,7 +38,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from dialogrl.agents import Agent, LMAgent
+from dialogrl.agents import LMAgent
+from dialogrl.envs.base import Agent
 from dialogrl.envs.base import Task
 from dialogrl.models import adapter_parameters, base_model, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten

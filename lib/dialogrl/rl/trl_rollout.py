@@ -60,7 +60,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from dialogrl.agents import Agent, LMAgent
+from dialogrl.agents import LMAgent
+from dialogrl.envs.base import Agent
 from dialogrl.envs.base import Task, Turn
 from dialogrl.rollout import play
 

@@ -221,7 +221,7 @@ class DealOrNoDeal(Task):
     invalid_penalty: reward points a role loses per invalid turn (offer markers and selections); 0 makes them free.
     selector: selection protocol only: a learned selection step, `selector(state, role) -> selection text`, that LM
         agents use in the selection phase instead of scoring every split by their own likelihood
-        (`agents.SelectionClassifier`; Lewis et al. trained their selection module beside the language model).
+        (`dealnodeal.SelectionClassifier`; Lewis et al. trained their selection module beside the language model).
     """
     name = "dealnodeal"
     roles = ("A", "B")
@@ -316,6 +316,11 @@ class DealOrNoDeal(Task):
         return turn
 
     # -- outcome
+    def selection_candidates(self, state: GameState) -> list[str]:
+        """Every valid selection text of the selection phase: each split of the pool (own counts), 'no agreement'."""
+        return [" ".join(f"{item}={n}" for item, n in zip(ITEMS, s)) for s in all_splits(state.scenario.counts)] + [
+            "no agreement"]
+
     def deal(self, state: GameState) -> dict[str, tuple] | None:
         """Each role's own share if the game ended in agreement, else None."""
         if self.protocol == "offer":

@@ -1,0 +1,167 @@
+"""Scripted Deal or No Deal negotiators: the held-out counterparts and the synthetic "human" population.
+
+A `ScriptedAgent` plays one `Persona`: it proposes, concedes and accepts by explicit rules over its own private
+values and the public history (offer protocol), and speaks through a small template language with varied phrasing.
+`persona_population` is a Population of them, one drawn per game.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population
+from dialogrl.envs.dealnodeal.task import ITEMS, DealOrNoDeal, all_splits, complement, describe, marker, split_value
+
+@dataclass(frozen=True)
+class Persona:
+    """An aspiration-based negotiator (Faratin-style time-dependent concession).
+
+    Its aspiration (the share of its maximum value, 10, that it demands) falls from `start` to `end` over the talk
+    as a(p) = start - (start - end) * p ** beta, p = talk progress in [0, 1]: beta > 1 concedes late (Boulware),
+    beta < 1 early (conceder). It accepts a standing proposal worth at least 10 * a(p) - `margin`, and on its last
+    turn anything worth its reservation 10 * `end`. Its own proposals demand at least 10 * a(p) and, among those,
+    give the partner what the partner seems to want most (items the partner asked for). `noise` is the chance of
+    an erratic move; `talk` the chance of a line of cheap talk about its preferences.
+    """
+    name: str
+    start: float
+    end: float
+    beta: float = 1.0
+    margin: float = 0.0
+    noise: float = 0.0
+    talk: float = 0.3
+    style: str = "plain"  # phrasing: "plain" or "casual"
+
+
+PERSONAS: dict[str, Persona] = {p.name: p for p in [
+    Persona("greedy", start=1.0, end=0.6, beta=2.0),
+    Persona("fair", start=0.6, end=0.5, beta=1.0, margin=0.5),
+    Persona("stubborn", start=0.9, end=0.7, beta=4.0),
+    Persona("accommodating", start=0.7, end=0.3, beta=0.5, margin=1.0),
+    Persona("erratic", start=0.8, end=0.4, beta=1.0, noise=0.3),
+    Persona("boulware", start=1.0, end=0.5, beta=6.0, talk=0.1),
+    Persona("conceder", start=0.8, end=0.2, beta=0.3, margin=0.5, talk=0.5),
+]}
+# Personas that no part of the pipeline has seen: the warm-start corpus (`dond_corpus`) and the default populations
+# draw from PERSONAS only, so these are held out from the warm start as well as from RL. Parameters unlike any above.
+UNSEEN_PERSONAS: dict[str, Persona] = {p.name: p for p in [
+    Persona("haggler", start=0.85, end=0.45, beta=2.5, margin=0.3, noise=0.1, talk=0.4),
+]}
+ALL_PERSONAS: dict[str, Persona] = {**PERSONAS, **UNSEEN_PERSONAS}
+
+_PHRASES = {
+    "plain": {
+        "propose": ["i would like {own}.", "how about i take {own} and you take {other}?",
+                    "i need {own}.", "let me have {own}, and {other} is yours.", "give me {own}.",
+                    "you can have {other} if i get {own}."],
+        "counter": ["no, that's not enough for me.", "i can't do that.", "that gives you too much.", ""],
+        "accept": ["deal.", "ok, that works for me.", "sounds good.", "fine, agreed."],
+        "no_deal": ["i can't make that work.", "we won't agree, sorry."],
+        "like": ["i really want the {item}s.", "the {item}s matter most to me.", "i'd love the {item}s."],
+        "dislike": ["i don't care much for the {item}s.", "you can have the {item}s."],
+    },
+    "casual": {
+        "propose": ["can i get {own}?", "ok so {own} for me, {other} for u",
+                    "what if i get {own}", "i'll take {own}, rest is yours"],
+        "counter": ["nah", "hmm no", "no way", "that doesn't work for me", ""],
+        "accept": ["ok deal", "deal!", "sure", "alright fine"],
+        "no_deal": ["forget it", "no deal then"],
+        "like": ["i need the {item}s", "{item}s pls"],
+        "dislike": ["don't need the {item}s", "{item}s are yours"],
+    },
+}
+
+
+def aspiration(p: Persona, progress: float) -> float:
+    """a(p) = start - (start - end) * progress ** beta, in [0, 1]."""
+    return p.start - (p.start - p.end) * min(max(progress, 0.0), 1.0) ** p.beta
+
+
+class ScriptedAgent(Agent):
+    """A scripted Deal or No Deal negotiator playing one Persona (offer protocol; a name from PERSONAS or
+    UNSEEN_PERSONAS). Each utterance draws from its own RNG, seeded by (seed, scenario, role, turn): a game plays
+    the same whatever else is in the batch and however many games the agent played before (no state between
+    evaluation cells)."""
+
+    def __init__(self, persona: Persona | str, seed: int = 0):
+        if isinstance(persona, str) and persona not in ALL_PERSONAS:
+            raise ValueError(f"unknown persona {persona!r}; personas: {', '.join(ALL_PERSONAS)}")
+        self.persona = ALL_PERSONAS[persona] if isinstance(persona, str) else persona
+        self.name = self.persona.name
+        self.seed = seed
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        return [self.utter(r.task, r.state, r.role) for r in requests]
+
+    def utter(self, task: DealOrNoDeal, state: GameState, role: str) -> str:
+        if state.info.get("phase") == "select":
+            raise ValueError("scripted personas play the offer protocol only")
+        p = self.persona
+        # the scenario's content, not only its id: training steps reuse ids 0..n-1 for new scenarios
+        rng = random.Random(f"{self.seed}/{state.scenario!r}/{role}/{len(state.turns)}")
+        counts, values = state.scenario.counts, state.scenario.values[task.roles.index(role)]
+        n = len(state.talk_turns())
+        last_chance = n >= task.max_turns - 2   # the partner may not get to answer a proposal after this one
+        a = aspiration(p, n / max(task.max_turns - 1, 1))
+        standing = state.info.get("offer")
+        offered = None
+        if standing is not None and standing[0] != role:
+            offered = split_value(values, complement(counts, standing[1]))
+        phrases = _PHRASES[p.style]
+
+        if p.noise and rng.random() < p.noise:  # erratic: a random proposal, or a snap acceptance
+            if offered is not None and rng.random() < 0.3:
+                return f"{rng.choice(phrases['accept'])} [accept]"
+            share = rng.choice(all_splits(counts))
+            return self._propose(rng, share, counts, phrases)
+        if offered is not None and (offered >= 10 * a - p.margin or (last_chance and offered >= 10 * p.end)):
+            return f"{rng.choice(phrases['accept'])} [accept]"
+        if n >= task.max_turns - 1 and offered is not None and offered < 10 * p.end:
+            return f"{rng.choice(phrases['no_deal'])} [no deal]"
+        share = self._choose_share(rng, counts, values, a, state, role)
+        talk = ""
+        if p.talk and rng.random() < p.talk:  # cheap talk about its own preferences
+            order = sorted(range(3), key=lambda i: values[i])
+            kind, i = ("like", order[-1]) if rng.random() < 0.6 else ("dislike", order[0])
+            talk = rng.choice(phrases[kind]).format(item=ITEMS[i])
+        return self._propose(rng, share, counts, phrases, reject=offered is not None, talk=talk)
+
+    @staticmethod
+    def _propose(rng: random.Random, share, counts, phrases, reject: bool = False, talk: str = "") -> str:
+        body = rng.choice(phrases["propose"]).format(own=describe(share), other=describe(complement(counts, share)))
+        parts = [rng.choice(phrases["counter"]) if reject else "", body, talk]
+        return " ".join(x for x in parts if x) + " " + marker(share)
+
+    @staticmethod
+    def _choose_share(rng: random.Random, counts, values, a: float, state: GameState, role: str) -> tuple:
+        """Among shares worth >= 10*a to me, the one the partner seems to value most (its asks weigh items)."""
+        want = [1.0, 1.0, 1.0]
+        for t in state.talk_turns():  # the partner's proposals show what it wants
+            if t.role != role and t.action and t.action.get("type") == "propose" and t.invalid is None:
+                want = [w + s / c for w, s, c in zip(want, t.action["share"], counts)]
+        splits = all_splits(counts)
+        ok = [s for s in splits if split_value(values, s) >= 10 * a - 1e-9]
+        if not ok:
+            ok = [max(splits, key=lambda s: split_value(values, s))]
+
+        def key(s):
+            partner = sum(w * x for w, x in zip(want, complement(counts, s)))
+            return (partner, -split_value(values, s), rng.random())
+        return max(ok, key=key)
+
+
+
+def persona_population(names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
+                       seed: int = 0, style: str | None = None) -> Population:
+    """A Population of scripted personas (all of PERSONAS by default; UNSEEN_PERSONAS by name), optionally all
+    speaking in `style`."""
+    names = list(names or PERSONAS)
+    unknown = [n for n in names if n not in ALL_PERSONAS]
+    if unknown:
+        raise ValueError(f"unknown persona(s) {unknown}; personas: {', '.join(ALL_PERSONAS)}")
+    members = {}
+    for i, n in enumerate(names):
+        p = ALL_PERSONAS[n] if style is None else Persona(**{**ALL_PERSONAS[n].__dict__, "style": style})
+        members[n] = ScriptedAgent(p, seed=seed * 1000 + i)
+    return Population(members, dict(weights or {}), seed=seed)

@@ -1,0 +1,363 @@
+"""Scripted Vehicle TeleSales sellers and buyers: the held-out counterparts, and the authors of the warm-start corpus.
+
+`TelesalesAgent` plays one persona (SELLER_PERSONAS, BUYER_PERSONAS, or UNSEEN_BUYERS: buyers that neither the
+scenario generator nor the corpus uses) by explicit rules over its private information and what it hears in the
+partner's words (`hear`, `listen`). `telesales_population` is a Population of them, one drawn per game.
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass, replace
+from typing import Sequence
+
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population
+from dialogrl.envs.telesales.task import (BUYER_PROFILES, CATALOG, MAX_PRICE, TelesalesScenario, VehicleTeleSales,
+                                          article, buy_marker, fits, good_sale, offer_marker, without_markers)
+
+
+@dataclass(frozen=True)
+class SellerPersona:
+    """A scripted seller. Its asking margin m (price = floor + m * (MSRP - floor)) falls from `start` to `end` over
+    its turns as m(p) = start - (start - end) * p ** beta; it never offers below floor + end * (MSRP - floor).
+    `listen`: offer vehicles with the features (and type) the buyer asked for; otherwise push its two most profitable
+    vehicles in turn. `meet_budget`: drop to a price the buyer named (a budget or an ask) when that stays above its
+    limit; without it, concede on its own schedule only (to its limit on its last turn). `upsell`: the priciest
+    fitting vehicle first, even above the budget. `ask_first`: open with a question instead of an offer."""
+    name: str
+    start: float
+    end: float
+    beta: float = 1.0
+    listen: bool = True
+    meet_budget: bool = True
+    upsell: bool = False
+    ask_first: bool = True
+    style: str = "plain"  # phrasing: "plain" or "casual"
+
+
+@dataclass(frozen=True)
+class BuyerPersona:
+    """A scripted buyer. It buys the cheapest standing offer that has its must-haves (and its type, if `strict_type`
+    and the lot has such a fitting vehicle) at a price <= budget * t(p), t rising from `start` to 1 as
+    t(p) = start + (1 - start) * p ** beta, and at any price within budget on its last turn; otherwise it names
+    what an offer lacks or counters with budget * t(p). It names `reveal` of its must-haves per turn, its type with
+    probability `say_type`, and a budget of `say_budget` times the real one (0: never). It leaves after `patience`
+    offers it would not take (0: only at its last turn). `slip`: chance of buying an offer it should not (impulse);
+    `wander`: chance of an off-topic line. `about` is the persona line of an LM buyer's prompt."""
+    name: str
+    about: str
+    start: float = 1.0
+    beta: float = 1.0
+    reveal: int = 1
+    say_type: float = 0.5
+    say_budget: float = 1.0
+    strict_type: bool = False
+    patience: int = 0
+    slip: float = 0.0
+    wander: float = 0.0
+    style: str = "plain"
+
+
+SELLER_PERSONAS: dict[str, SellerPersona] = {p.name: p for p in [
+    SellerPersona("hard-seller", start=1.0, end=0.5, beta=3.0, meet_budget=False),
+    SellerPersona("fair", start=0.7, end=0.2),
+    SellerPersona("discounter", start=0.4, end=0.0, beta=0.5, ask_first=False, style="casual"),
+    SellerPersona("upseller", start=1.0, end=0.3, beta=1.5, upsell=True),
+    SellerPersona("pusher", start=0.9, end=0.3, listen=False, ask_first=False, style="casual"),
+]}
+BUYER_PERSONAS: dict[str, BuyerPersona] = {p.name: p for p in [
+    BuyerPersona("bargain-hunter", BUYER_PROFILES["bargain-hunter"], start=0.75, beta=3.0,
+                 reveal=2, say_budget=0.85),
+    BuyerPersona("decisive", BUYER_PROFILES["decisive"], reveal=9, say_type=1.0,
+                 patience=3),
+    BuyerPersona("picky", BUYER_PROFILES["picky"], start=0.95, reveal=9,
+                 say_type=1.0, say_budget=0.95, strict_type=True, patience=4),
+    BuyerPersona("wanderer", BUYER_PROFILES["wanderer"], start=0.9, reveal=1,
+                 say_type=0.3, say_budget=0.0, patience=2, wander=0.4, style="casual"),
+    BuyerPersona("impulsive", BUYER_PROFILES["impulsive"], reveal=1,
+                 say_budget=1.0, patience=3, slip=0.3, style="casual"),
+]}
+# Buyers that no part of the pipeline has seen: the scenario generator, and so the warm-start corpus
+# (`telesales_corpus`), draw personas from BUYER_PERSONAS only, so these are held out from the warm start as well as
+# from RL. Play one by name (`TelesalesAgent("poker-face")`, `telesales_population("buyer", ["poker-face"])`).
+# Its start, beta, say_type and patience are unlike those of every persona above.
+UNSEEN_BUYERS: dict[str, BuyerPersona] = {p.name: p for p in [
+    BuyerPersona("poker-face", "you give little away: one need at a time, never your type or budget, and you haggle "
+                 "patiently from far below your budget", start=0.7, beta=2.0, reveal=1, say_type=0.0, say_budget=0.0,
+                 patience=5),
+]}
+ALL_BUYERS: dict[str, BuyerPersona] = {**BUYER_PERSONAS, **UNSEEN_BUYERS}
+
+SAY_FEATURE = {"awd": "awd", "hybrid": "a hybrid engine", "third_row": "a third row", "sunroof": "a sunroof",
+               "towing": "towing", "leather": "leather seats", "heated_seats": "heated seats"}
+# What a scripted listener hears in the buyer's words (any of these substrings names the feature or type).
+HEAR_FEATURE = {"awd": ("awd", "all-wheel", "all wheel"), "hybrid": ("hybrid",),
+                "third_row": ("third row", "third_row", "3rd row", "seven seats", "7 seats"),
+                "sunroof": ("sunroof", "moonroof"), "towing": ("towing", "to tow", "tow "), "leather": ("leather",),
+                "heated_seats": ("heated",)}
+HEAR_TYPE = {"sedan": ("sedan",), "suv": ("suv",), "pickup": ("pickup", "truck"), "van": ("van", "minivan"),
+             "hatchback": ("hatchback", "hatch"), "ev": ("ev", "electric")}
+
+_PHRASES = {
+    "plain": {
+        "open": ["hi, thanks for calling! what are you looking for?", "hello! what kind of vehicle do you need?",
+                 "good morning, how can i help you today?", "hi there. tell me what you need and your budget."],
+        "greet": ["hi, thanks for calling!", "hello, great deals today.", "good morning!"],
+        "ack": ["got it.", "i hear you.", "understood.", "sure.", "", ""],
+        "pitch": ["the {v} is {a_type} with {feats}.", "how about the {v}? it's {a_type} with {feats}.",
+                  "i have the {v}, {a_type} with {feats}.", "you'd love the {v}: {a_type} with {feats}."],
+        "price": ["i can do {money}.", "it's yours for {money}.", "i can let it go for {money}.",
+                  "{money} and it's yours."],
+        "final": ["best i can do is {money}.", "my final price is {money}.", "i can go down to {money}."],
+        "ask_budget": ["what's your budget?", "how much do you want to spend?"],
+        "need": ["i need {feats}.", "it has to have {feats}.", "i'm looking for something with {feats}.",
+                 "{feats} is a must for me."],
+        "nothing": ["i don't need anything special.", "nothing fancy, just a good deal."],
+        "type": ["i'd like {a_type}.", "i'm looking for {a_type}.", "ideally {a_type}."],
+        "budget": ["my budget is about {money}.", "i can spend around {money}.", "i don't want to go over {money}."],
+        "missing": ["the {v} has no {feat}.", "the {v} doesn't have {feat}, i need that.",
+                    "no, the {v} is missing {feat}."],
+        "wrong_type": ["the {v} isn't {a_type}.", "i really want {a_type}, not the {v}."],
+        "counter": ["can you do {money} on the {v}?", "{money} for the {v} and we have a deal.",
+                    "how about {money} for the {v}?", "i'd pay {money} for the {v}."],
+        "buy": ["deal!", "great, i'll take it.", "sold.", "ok, let's do it."],
+        "leave": ["thanks, but i'll pass.", "i'll look elsewhere, thanks.", "not today, sorry."],
+        "filler": ["what else do you have?", "hmm, let me think.", "tell me more."],
+        "wander": ["do you have it in red?", "what about financing?", "is the warranty good?",
+                   "my neighbor got a new car last week."],
+    },
+    "casual": {
+        "open": ["hey! what can i get you?", "hi, what are you after?", "yo, what kind of ride do you need?"],
+        "greet": ["hey there!", "hi! got a deal for you.", "hey, thanks for calling!"],
+        "ack": ["ok.", "cool.", "gotcha.", "", ""],
+        "pitch": ["check out the {v}, {a_type} with {feats}.", "the {v}! {a_type} with {feats}.",
+                  "got the {v} here, {a_type}, {feats}."],
+        "price": ["{money} today.", "yours for {money}.", "{money}, great deal."],
+        "final": ["ok ok, {money}.", "fine, {money}, last offer.", "{money}, can't go lower."],
+        "ask_budget": ["what's ur budget?", "how much can u spend?"],
+        "need": ["need {feats}", "gotta have {feats}", "{feats} pls"],
+        "nothing": ["nothing special", "whatever's cheap"],
+        "type": ["want {a_type}", "{a_type} would be nice"],
+        "budget": ["budget's like {money}", "got about {money}"],
+        "missing": ["{v} has no {feat} tho", "no {feat} on the {v}?", "{v} without {feat}, nah"],
+        "wrong_type": ["{v} isn't {a_type}", "want {a_type}, not the {v}"],
+        "counter": ["{money} for the {v}?", "do the {v} for {money}", "{v} at {money} and i'm in"],
+        "buy": ["ok deal", "sold!", "sure, i'll take it"],
+        "leave": ["nah, i'm out", "forget it", "gonna pass"],
+        "filler": ["what else u got?", "hmm", "idk"],
+        "wander": ["any red ones?", "is financing a thing?", "lol my cousin drives a van"],
+    },
+}
+
+
+def money(x: int, style: str = "plain") -> str:
+    """$31500 (plain) or 31.5k (casual, for round amounts)."""
+    if style == "casual" and x % 500 == 0:
+        return f"{x / 1000:g}k"
+    return f"${int(x)}"
+
+
+def join(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+# ASCII digits only, as in the markers: scripted listeners read LM output. A 'k' amount starts where a run of digits
+# starts: tried inside a long run, it would rescan the rest of the run from every digit (quadratic time).
+_SENTENCE = re.compile(r"[?!;\n]|[.,](?![0-9])")
+_MONEY = re.compile(r"\$\s?([0-9][0-9,]*)|(?<![0-9])([0-9]+(?:\.[0-9]+)?)\s?k\b|\b([0-9]{4,6})\b", re.A)
+
+
+def hear(text: str, lot: Sequence[str]) -> list[dict]:
+    """What a scripted listener takes from one utterance (markers excluded), clause by clause: the features,
+    types and lot vehicles it names and the dollar amounts in it ($31500, 31,500, 31.5k, 31500; $1000 to
+    MAX_PRICE; other numbers are not amounts). Never raises."""
+    out = []
+    for s in _SENTENCE.split(without_markers(text).lower()):
+        amounts = []
+        for m in _MONEY.finditer(s):
+            x = m.group(1) or m.group(3)
+            # float() takes any [0-9] string (a huge one is inf); int() only runs on an amount in range
+            x = float(x.replace(",", "")) if x else float(m.group(2)) * 1000
+            if 1000 <= x <= MAX_PRICE:
+                amounts.append(int(x))
+        words = set(re.findall(r"[a-z_]+", s))
+        out.append({"features": {f for f, keys in HEAR_FEATURE.items() if any(k in s for k in keys)},
+                    "types": {t for t, keys in HEAR_TYPE.items() if words & set(keys)},
+                    "vehicles": [v for v in lot if v in words], "amounts": amounts})
+    return out
+
+
+def listen(state: GameState, speaker: str) -> dict:
+    """What `speaker` has said so far: features, types, a budget (an amount with no vehicle), asks (vehicle ->
+    the last amount named with it) and rejected vehicles (named with no amount: 'the atlas has no towing')."""
+    heard = {"features": set(), "types": set(), "budget": None, "asks": {}, "rejected": set()}
+    for t in state.talk_turns():
+        if t.role != speaker:
+            continue
+        for s in hear(t.text, state.scenario.lot):
+            heard["features"] |= s["features"]
+            heard["types"] |= s["types"]
+            if s["amounts"] and s["vehicles"]:
+                heard["asks"][s["vehicles"][0]] = s["amounts"][-1]
+            elif s["amounts"]:
+                heard["budget"] = s["amounts"][-1]
+            elif s["vehicles"]:
+                heard["rejected"] |= set(s["vehicles"])
+    return heard
+
+
+def schedule(start: float, end: float, beta: float, progress: float) -> float:
+    """start + (end - start) * progress ** beta, progress clipped to [0, 1]."""
+    return start + (end - start) * min(max(progress, 0.0), 1.0) ** beta
+
+
+class TelesalesAgent(Agent):
+    """A scripted TeleSales seller or buyer playing one persona (a SellerPersona, a BuyerPersona or its name in
+    SELLER_PERSONAS, BUYER_PERSONAS or UNSEEN_BUYERS).
+
+    persona=None plays, as the buyer, the persona each scenario names (`scenario.persona`), so a buyer's prompt and
+    its behaviour agree (the corpus uses this). Each utterance draws from its own RNG, seeded by (seed, scenario id,
+    role, turn): a game plays the same whatever else is in the batch. `style` overrides the persona's phrasing.
+    """
+
+    def __init__(self, persona: SellerPersona | BuyerPersona | str | None = None, seed: int = 0,
+                 style: str | None = None):
+        if isinstance(persona, str):
+            if persona not in SELLER_PERSONAS and persona not in ALL_BUYERS:
+                raise ValueError(f"unknown persona {persona!r}; sellers: {', '.join(SELLER_PERSONAS)}; "
+                                 f"buyers: {', '.join(BUYER_PERSONAS)}; unseen buyers: {', '.join(UNSEEN_BUYERS)}")
+            persona = SELLER_PERSONAS.get(persona) or ALL_BUYERS[persona]
+        self.persona, self.seed, self.style = persona, seed, style
+        self.name = persona.name if persona is not None else "scenario-buyer"
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        return [self.utter(r.task, r.state, r.role) for r in requests]
+
+    def utter(self, task: VehicleTeleSales, state: GameState, role: str) -> str:
+        p = self.persona if self.persona is not None else BUYER_PERSONAS[state.scenario.persona]
+        if self.style is not None:
+            p = replace(p, style=self.style)
+        want = SellerPersona if role == "seller" else BuyerPersona
+        if not isinstance(p, want):
+            raise ValueError(f"persona {p.name!r} cannot play the {role}")
+        rng = random.Random(f"{self.seed}/{state.scenario.id}/{role}/{len(state.turns)}")
+        return self._sell(p, task, state, rng) if role == "seller" else self._buy(p, task, state, rng)
+
+    # -- the seller
+    def _sell(self, p: SellerPersona, task: VehicleTeleSales, state: GameState, rng: random.Random) -> str:
+        sc, ph = state.scenario, _PHRASES[p.style]
+        n = len(state.talk_turns())
+        if n == 0 and p.ask_first:
+            return rng.choice(ph["open"])
+        m = schedule(p.start, p.end, p.beta, n / max(task.max_turns - 2, 1))  # m = end on its last turn
+        heard = listen(state, "buyer")
+        offers = state.info.get("offers", [])
+
+        def limit(v):  # the lowest price it ever offers for v
+            return math.ceil((sc.floor(v) + p.end * (CATALOG[v].msrp - sc.floor(v))) / 100) * 100
+
+        if p.listen:
+            pool = [v for v in sc.lot if v not in heard["rejected"]] or list(sc.lot)
+            need = heard["features"]
+            best = max(len(need & set(CATALOG[v].features)) for v in pool)
+            cands = [v for v in pool if len(need & set(CATALOG[v].features)) == best]
+            named = ([heard["budget"]] if heard["budget"] is not None else []) + list(heard["asks"].values())
+            budget = max(named, default=None)  # the most the buyer has named: its budget, or an ask above it
+            if budget is not None and not (p.upsell and not offers):
+                cands = [v for v in cands if limit(v) <= budget] or cands
+            cands = [v for v in cands if CATALOG[v].type in heard["types"]] or cands
+            v = (max if p.upsell else min)(cands, key=lambda v: CATALOG[v].msrp)
+            asked = [a for a, x in heard["asks"].items() if a in cands and limit(a) <= x]
+            v = asked[-1] if asked else v  # a vehicle the buyer named a price it can take for
+            hint = heard["asks"].get(v, budget)  # the buyer's number for v
+        else:  # pushes its two most profitable vehicles in turn, deaf to the buyer
+            top = sorted(sc.lot, key=lambda v: CATALOG[v].msrp - sc.floor(v), reverse=True)[:2]
+            v, hint = top[len(offers) % len(top)], None
+        floor, msrp = sc.floor(v), CATALOG[v].msrp
+        price = math.ceil((floor + m * (msrp - floor)) / 100) * 100
+        if hint is not None and p.meet_budget and limit(v) <= hint < price:
+            price = hint  # meet the buyer's number
+        price = min([price] + [q for u, q in offers if u == v])  # never ask more than it already offered
+
+        parts = [rng.choice(ph["greet"] if n == 0 else ph["ack"])]
+        feats = join([SAY_FEATURE[f] for f in CATALOG[v].features]) if CATALOG[v].features else "no extras"
+        parts.append(rng.choice(ph["pitch"]).format(v=v, a_type=article(CATALOG[v].type), feats=feats))
+        conceding = any(u == v for u, _ in offers)
+        parts.append(rng.choice(ph["final" if conceding else "price"]).format(money=money(price)))
+        if p.listen and heard["budget"] is None and not heard["asks"] and rng.random() < 0.3:
+            parts.append(rng.choice(ph["ask_budget"]))
+        return " ".join(x for x in parts if x) + " " + offer_marker(sc.lot.index(v) + 1, price)
+
+    # -- the buyer
+    @staticmethod
+    def _buy_marker(sc: TelesalesScenario, offers: list, v: str, price: int) -> str:
+        """[ACCEPT] for the latest offer, [BUY n $price] for an earlier one."""
+        return "[ACCEPT]" if offers and offers[-1] == (v, price) else buy_marker(sc.lot.index(v) + 1, price)
+
+    def _buy(self, p: BuyerPersona, task: VehicleTeleSales, state: GameState, rng: random.Random) -> str:
+        sc, ph = state.scenario, _PHRASES[p.style]
+        talk = state.talk_turns()
+        n = len(talk)
+        last = n >= task.max_turns - 2  # nobody can answer after this turn, or only the seller
+        target = sc.budget * schedule(p.start, 1.0, p.beta, n / max(task.max_turns - 1, 1))
+        typed = p.strict_type and any(fits(sc, v) and CATALOG[v].type == sc.preferred_type for v in sc.lot)
+
+        def takes(v, price):
+            return good_sale(sc, v, price) and (not typed or CATALOG[v].type == sc.preferred_type)
+
+        offers = state.info.get("offers", [])
+        ok = sorted((q, v) for v, q in offers if takes(v, q))
+        if ok and (ok[0][0] <= target or last):
+            return f"{rng.choice(ph['buy'])} {self._buy_marker(sc, offers, ok[0][1], ok[0][0])}"
+        new = talk[-1].action if talk and talk[-1].invalid is None and talk[-1].action["type"] == "offer" else None
+        if new is not None and p.slip and not takes(new["vehicle"], new["price"]) and rng.random() < p.slip:
+            return f"{rng.choice(ph['buy'])} [ACCEPT]"  # an impulse buy of the latest offer
+        refused = sum(not takes(v, q) for v, q in offers)
+        if last or (p.patience and refused >= p.patience):
+            return f"{rng.choice(ph['leave'])} [LEAVE]"
+
+        said = listen(state, "buyer")
+        parts = []
+        if new is not None:  # answer the latest offer
+            v, missing = new["vehicle"], [f for f in sc.must_have if f not in CATALOG[new["vehicle"]].features]
+            if missing:
+                parts.append(rng.choice(ph["missing"]).format(v=v, feat=SAY_FEATURE[missing[0]]))
+            elif typed and CATALOG[v].type != sc.preferred_type:
+                parts.append(rng.choice(ph["wrong_type"]).format(v=v, a_type=article(sc.preferred_type)))
+            elif new["price"] > target:
+                ask = int(min(target, sc.budget) // 100 * 100)
+                parts.append(rng.choice(ph["counter"]).format(v=v, money=money(ask, p.style)))
+        unsaid = [f for f in sc.must_have if f not in said["features"]]
+        if unsaid and p.reveal:
+            parts.append(rng.choice(ph["need"]).format(feats=join([SAY_FEATURE[f] for f in unsaid[:p.reveal]])))
+        elif not sc.must_have and n <= 1:
+            parts.append(rng.choice(ph["nothing"]))
+        if sc.preferred_type not in said["types"] and (typed or rng.random() < p.say_type):
+            parts.append(rng.choice(ph["type"]).format(a_type=article(sc.preferred_type)))
+        if p.say_budget and said["budget"] is None:
+            shown = int(sc.budget * p.say_budget // 500 * 500)
+            parts.append(rng.choice(ph["budget"]).format(money=money(shown, p.style)))
+        if p.wander and rng.random() < p.wander:
+            parts.insert(0, rng.choice(ph["wander"]))
+        # clauses end in a mark (casual ones in a comma), so a listener can tell an ask from a budget
+        text = " ".join(x if x[-1] in ".?!" else x + "," for x in parts).rstrip(",")
+        return text or rng.choice(ph["filler"])
+
+
+def telesales_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
+                         seed: int = 0, style: str | None = None) -> Population:
+    """A Population of scripted TeleSales personas for `role` ('seller' or 'buyer'): all of SELLER_PERSONAS or
+    BUYER_PERSONAS by default; buyers of UNSEEN_BUYERS by name."""
+    default = {"seller": SELLER_PERSONAS, "buyer": BUYER_PERSONAS}.get(role)
+    if default is None:
+        raise ValueError(f"role={role!r}: choose 'seller' or 'buyer'")
+    personas = ALL_BUYERS if role == "buyer" else SELLER_PERSONAS
+    names = list(names or default)
+    unknown = [n for n in names if n not in personas]
+    if unknown:
+        raise ValueError(f"unknown {role} persona(s) {unknown}; {role}s: {', '.join(personas)}")
+    members = {n: TelesalesAgent(personas[n], seed=seed * 1000 + i, style=style) for i, n in enumerate(names)}
+    return Population(members, dict(weights or {}), seed=seed)
+
+

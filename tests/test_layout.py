@@ -1,0 +1,104 @@
+"""The library's layout: imports run one way (no cycles inside dialogrl), every module imports first in a fresh
+interpreter, and every game is one package of the same shape."""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import dialogrl
+
+LIB = Path(dialogrl.__file__).parent
+GAMES = LIB / "envs"
+
+
+def module_names() -> dict[str, Path]:
+    out = {}
+    for path in sorted(LIB.rglob("*.py")):
+        parts = path.relative_to(LIB.parent).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports_of(path: Path, name: str, modules: dict[str, Path], top_level_only: bool) -> set[str]:
+    """The dialogrl modules that `name` (at `path`) imports: `from a.b import c` names a.b.c when that is a module,
+    else a.b. With top_level_only, only the imports that run when the module is imported (not those inside
+    functions)."""
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    found = set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative import
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base)
+    return {m for m in found if m in modules and m != name}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle of `graph` as a list of modules (the first repeated at the end), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+@pytest.mark.parametrize("top_level_only", [True, False], ids=["import-time", "including-function-level"])
+def test_no_import_cycles(top_level_only):
+    modules = module_names()
+    graph = {name: imports_of(path, name, modules, top_level_only) for name, path in modules.items()}
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_every_module_imports_first():
+    """Each module imported first, in one interpreter with dialogrl's modules dropped between imports (third-party
+    libraries stay loaded, so this is fast)."""
+    names = sorted(module_names())
+    script = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n"
+        "    for m in [m for m in sys.modules if m == 'dialogrl' or m.startswith('dialogrl.')]:\n"
+        "        del sys.modules[m]\n"
+        "    importlib.import_module(name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("game", sorted(p.name for p in GAMES.iterdir() if p.is_dir() and p.name != "__pycache__"))
+def test_each_game_is_one_package_of_the_same_shape(game):
+    files = {p.name for p in (GAMES / game).glob("*.py")}
+    assert {"__init__.py", "task.py", "personas.py", "corpus.py"} <= files, f"envs/{game}: {sorted(files)}"
+    from dialogrl.envs import TASKS
+
+    assert any(cls.__module__ == f"dialogrl.envs.{game}.task" for cls in TASKS.values()), \
+        f"envs/{game}/task.py's Task is not registered in dialogrl.envs.TASKS"
