@@ -366,7 +366,11 @@ class Trainer:
 
     def update(self, adapter: str, samples: list[Sample]) -> dict:
         """One update of one path: clipped surrogate (+ value loss, + k3 KL to the base model, - entropy bonus)
-        over its own tokens only; gradients accumulate over chunks of `minibatch_turns` turns."""
+        over its own tokens only; gradients accumulate over chunks of `minibatch_turns` turns.
+
+        Returns the path's stats, token-weighted means over the step's epochs: loss, clipfrac, approx_kl, ratio
+        (see losses.policy_loss), kl; with ppo value_loss, value and explained_variance (of V_old for the returns
+        G over the path's batch, before the update); entropy with entropy_coef; lr."""
         cfg, acc = self.config, self.accelerator
         use_adapter(self.model, adapter)
         self.model.train()
