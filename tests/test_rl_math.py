@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from dialogrl.rl.advantages import expand_to_tokens, group_advantages, token_gae, turn_gae, whiten
-from dialogrl.rl.losses import entropy, kl_k3, masked_mean, policy_loss, value_loss
+from dialogrl.rl.losses import explained_variance, kl_k3, policy_loss, value_loss
+from dialogrl.tokens import entropy, masked_mean
 
 
 def test_grpo_and_rloo_by_hand():
@@ -78,7 +79,22 @@ def test_token_policy_loss_by_hand():
     loss, stats = policy_loss(logp, logp_old, adv, mask, clip_eps=0.2)
     # token 1: min(1.5*1, 1.2*1) = 1.2 ; token 2: min(0.9*-1, 0.9*-1) = -0.9
     assert torch.isclose(loss, torch.tensor(-(1.2 - 0.9) / 2))
-    assert stats["clip_frac"] == 0.5
+    assert stats["clipfrac"] == 0.5
+    # approx_kl = mean over the role's tokens of (r - 1) - log r
+    assert stats["approx_kl"] == pytest.approx(((0.5 - math.log(1.5)) + (-0.1 - math.log(0.9))) / 2)
+    assert stats["ratio"] == pytest.approx(1.2)
+
+
+def test_clipfrac_respects_clip_eps_high_and_ratio_one_gives_zeros():
+    logp_old = torch.zeros(1, 3)
+    logp = torch.log(torch.tensor([[1.25, 0.7, 1.1]]))  # ratios 1.25, 0.7, 1.1
+    mask, adv = torch.ones(1, 3), torch.ones(1, 3)
+    _, stats = policy_loss(logp, logp_old, adv, mask, clip_eps=0.2)             # range [0.8, 1.2]: 1.25, 0.7 out
+    assert stats["clipfrac"] == pytest.approx(2 / 3)
+    _, stats = policy_loss(logp, logp_old, adv, mask, clip_eps=0.2, clip_eps_high=0.3)  # [0.8, 1.3]: only 0.7
+    assert stats["clipfrac"] == pytest.approx(1 / 3)
+    _, stats = policy_loss(logp_old, logp_old, adv, mask)                        # r = 1 everywhere
+    assert stats == {"clipfrac": 0.0, "approx_kl": 0.0, "ratio": 1.0}
 
 
 def test_utterance_level_ratio_by_hand():
@@ -87,10 +103,13 @@ def test_utterance_level_ratio_by_hand():
     adv = torch.tensor([[2.0, 2.0, -1.0, 0.0]])
     segments = torch.tensor([[0, 0, 1, -1]])
     mask = torch.tensor([[1, 1, 1, 0]])
-    loss, _ = policy_loss(logp, logp_old, adv, mask, clip_eps=0.2, level="utterance", segments=segments)
+    loss, stats = policy_loss(logp, logp_old, adv, mask, clip_eps=0.2, level="utterance", segments=segments)
     r0, r1 = math.exp(0.3), math.exp(-0.05)  # r_u = exp(sum of its tokens' log-ratios)
     expected = -(min(r0 * 2, 1.2 * 2) + min(r1 * -1, max(min(r1, 1.2), 0.8) * -1)) / 2
     assert math.isclose(loss.item(), expected, rel_tol=1e-6)
+    # the diagnostics are per utterance too: r0 = 1.35 is clipped, r1 = 0.95 is not
+    assert stats["clipfrac"] == 0.5
+    assert stats["approx_kl"] == pytest.approx(((r0 - 1 - 0.3) + (r1 - 1 + 0.05)) / 2, rel=1e-5)
     with pytest.raises(ValueError, match="segments"):
         policy_loss(logp, logp_old, adv, mask, level="utterance")
 
@@ -107,6 +126,17 @@ def test_value_loss_clipping_by_hand():
     # unclipped (1-2)^2 = 1; clipped V = 0.2 -> (0.2-2)^2 = 3.24; max = 3.24
     assert torch.isclose(value_loss(v, v_old, ret, torch.ones(1, 1), clip_eps=0.2), torch.tensor(0.5 * 3.24))
     assert torch.isclose(value_loss(v, v_old, ret, torch.ones(1, 1), clip_eps=None), torch.tensor(0.5))
+
+
+def test_explained_variance_by_hand():
+    G = torch.tensor([1.0, 2.0, 3.0, 4.0])                                      # Var(G) = 1.25
+    assert explained_variance(G, G) == 1.0                                      # a perfect critic
+    assert explained_variance(torch.full((4,), 7.0), G) == pytest.approx(0.0)  # a constant: explains nothing
+    # V = G - [0.5, -0.5, 0.5, -0.5]: Var(G - V) = 0.25, 1 - 0.25 / 1.25 = 0.8
+    assert explained_variance(G - torch.tensor([0.5, -0.5, 0.5, -0.5]), G) == pytest.approx(0.8)
+    assert explained_variance(-G, G) == pytest.approx(1 - 5.0 / 1.25)          # worse than a constant: < 0
+    assert math.isnan(explained_variance(torch.tensor([0.0, 1.0]), torch.tensor([2.0, 2.0])))  # Var(G) = 0
+    assert math.isnan(explained_variance(torch.tensor([]), torch.tensor([])))
 
 
 def test_k3_kl_and_entropy():

@@ -66,6 +66,16 @@ def test_metrics_logger_round_trip(tmp_path):
     assert read_metrics(tmp_path)[-1] == {**read_metrics(tmp_path)[-1], "task": "dond", "seed": 2, "loss": 0.5}
 
 
+def test_log_config_appends_to_train_configs_with_the_tags(tmp_path):
+    log = MetricsLogger(tmp_path)
+    log.tagged(task="dond", method="shared", seed=1).log_config(config={"steps": 2, "lr": torch.tensor(0.5)})
+    log.log_config(config={"steps": 3})
+    rows = read_metrics(tmp_path / "train_configs.jsonl")
+    assert rows == [{"task": "dond", "method": "shared", "seed": 1, "config": {"steps": 2, "lr": 0.5}},
+                    {"config": {"steps": 3}}]
+    assert not (tmp_path / "metrics.jsonl").exists()  # configurations never mix with the metric rows
+
+
 def test_choose_device():
     assert choose_device("cpu").type == "cpu"
     assert choose_device("auto").type in ("cpu", "cuda", "mps")

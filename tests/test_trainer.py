@@ -1,4 +1,7 @@
 """The trainer: token-in/token-out ratios, per-role masks and isolation, and a learning test."""
+import json
+import math
+
 import pytest
 import torch
 
@@ -7,8 +10,8 @@ from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.models import adapter_parameters, load_model
-from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
-from dialogrl.run import seed_everything
+from dialogrl.rl.trainer import ALGORITHMS, CHOICES, RoleSpec, TrainConfig, Trainer
+from dialogrl.run import MetricsLogger, read_metrics, seed_everything
 from dialogrl.tiny import TinyConfig, build_tiny
 
 TASK = DealOrNoDeal()
@@ -171,3 +174,59 @@ def test_resume_matches_an_uninterrupted_run_exactly(dond_dir, tmp_path, algorit
     for a, head in straight.critics.items():
         for n, p in head.state_dict().items():
             assert torch.equal(p, resumed.critics[a].state_dict()[n])
+
+
+def test_ppo_diagnostics_are_logged_per_role_and_vanish_while_the_ratio_is_one(dond_dir):
+    """One epoch per step: every chunk is scored before the single optimizer step, so r = 1 on every token."""
+    trainer = make_trainer(dond_dir, algorithm="ppo", epochs_per_step=1, minibatch_turns=3)
+    seed_everything(6)
+    row = trainer.step()
+    for a in ("A", "B"):
+        assert row[f"{a}/clipfrac"] == 0.0 and 0.0 <= row[f"{a}/approx_kl"] < 1e-6
+        ev = row[f"{a}/explained_variance"]  # the zero-initialised critic explains nothing yet (or Var(G) = 0)
+        assert math.isnan(ev) or ev == pytest.approx(0.0)
+
+
+def test_diagnostics_move_after_the_first_epoch(dond_dir):
+    trainer = make_trainer(dond_dir, algorithm="grpo", epochs_per_step=3)
+    seed_everything(7)
+    episodes, groups = trainer.rollout(0)
+    samples = trainer.samples(episodes, groups)["A"]
+    for s in samples:
+        s.advantage = 1.0  # a gradient whatever the toy rewards were
+    stats = trainer.update("A", samples)
+    assert 0.0 <= stats["clipfrac"] <= 1.0 and stats["approx_kl"] > 0  # epochs 2 and 3 see the moved policy
+    assert "explained_variance" not in stats                            # no critic
+
+
+def test_config_from_params_takes_its_fields_and_overrides_win():
+    params = {"steps": 7, "algorithm": "rloo", "kl_coef": 0.05, "profile": "smoke", "tasks": ["dond"]}
+    cfg = TrainConfig.from_params(params, steps=3, seed=11)
+    assert (cfg.steps, cfg.algorithm, cfg.kl_coef, cfg.seed) == (3, "rloo", 0.05, 11)
+    assert TrainConfig.from_params({}) == TrainConfig()
+    with pytest.raises(ValueError, match="algorithm='a2c': choose one of grpo, rloo, ppo"):
+        TrainConfig.from_params({"algorithm": "a2c"})
+    with pytest.raises(ValueError, match="ratio_level='turn'"):
+        TrainConfig.from_params(params, ratio_level="turn")
+    with pytest.raises(TypeError):
+        TrainConfig.from_params(params, not_a_field=1)
+    assert CHOICES["algorithm"] == ALGORITHMS == ("grpo", "rloo", "ppo")
+
+
+def test_train_writes_the_effective_config_to_the_run_folder(dond_dir, tmp_path):
+    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+    roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2), "B": RoleSpec(agent=ScriptedAgent("fair"))}
+    config = TrainConfig(steps=1, scenarios_per_step=2, group_size=2, max_new_tokens=8)
+    trainer = Trainer(TASK, model, tok, roles, config)
+    log = MetricsLogger(tmp_path)
+    trainer.train(log=log.tagged(task="dond", method="unilateral", seed=0), progress=False)
+    lines = (tmp_path / "train_configs.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert (rec["task"], rec["method"], rec["seed"]) == ("dond", "unilateral", 0)
+    assert rec["trainer"] == "Trainer" and rec["start_step"] == 0
+    assert rec["config"] == json.loads(json.dumps(trainer.config_dict()["config"])) and rec["config"]["steps"] == 1
+    assert rec["roles"] == {"A": {"agent": None, "adapter": "A", "trainable": True, "lr": 1e-2},
+                            "B": {"agent": "fair", "adapter": None, "trainable": False, "lr": 5e-4}}
+    rows = read_metrics(tmp_path)
+    assert len(rows) == 1 and rows[0]["method"] == "unilateral" and "A/approx_kl" in rows[0]

@@ -167,3 +167,30 @@ def test_a_game_the_role_never_speaks_in_is_one_masked_token(dond, tmp_path):
     out = make_rollout_func(task, "B", ScriptedAgent("fair"))(prompts, trainer)
     assert out["completion_ids"] == [[tok.eos_token_id]] * 2 and out["env_mask"] == [[0]] * 2
     assert out["n_own_turns"] == [0, 0] and outcome_reward(None, out["outcome"]) == [0.0, 0.0]
+
+
+def test_trl_compat_on_cpu_uses_the_plain_replacements():
+    """Without CUDA, TRL's fused kernel is never used; the DPO stand-in computes what tokens.py computes, and the
+    kernel swap is undone afterwards."""
+    from trl.trainer import utils as trl_utils
+
+    from dialogrl import trl_compat
+    from dialogrl.tokens import entropy, token_logprobs
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    assert not trl_compat.fused_kernel_usable()
+    assert trl_compat.grpo_trainer_class().__name__ == "PlainGRPOTrainer" and grpo_trainer_class is \
+        trl_compat.grpo_trainer_class
+    assert trl_compat.sft_trainer_class().__name__ == "PlainLossSFTTrainer"
+    before = getattr(trl_utils, "_ChunkedLogProbFunction", None)
+    with trl_compat.plain_logprob_kernel():
+        assert trl_utils._ChunkedLogProbFunction is trl_compat.TorchLogProbs
+    assert getattr(trl_utils, "_ChunkedLogProbFunction", None) is before
+    g = torch.Generator().manual_seed(0)
+    hidden, weight, targets = torch.randn(5, 4, generator=g), torch.randn(9, 4, generator=g), torch.arange(5)
+    logp, ent, _, _, top1 = trl_compat.TorchLogProbs.apply(hidden, weight, None, targets, 0.5, 64,
+                                                          outputs=("entropy", "is_top1"))
+    z = hidden @ weight.T / 0.5
+    assert torch.allclose(logp, token_logprobs(z, targets)) and torch.allclose(ent, entropy(z))
+    assert top1.tolist() == (z.argmax(-1) == targets).tolist()

@@ -19,7 +19,6 @@ that drive a negotiation: how often it accepts, how much it concedes, how long i
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import numpy as np
 import torch
 
 from dialogrl.envs.base import GameState, Task
+from dialogrl.tokens import pad, token_logprobs
 
 
 # ------------------------------------------------------------------------------------------------------ data
@@ -108,6 +108,7 @@ def calibrate_dpo(model_path: str | Path, pairs: Sequence[PreferencePair], out_d
     from trl import DPOConfig, DPOTrainer
 
     from dialogrl.models import load_model
+    from dialogrl.trl_compat import plain_logprob_kernel
 
     if not pairs:
         raise ValueError("no preference pairs to train on")
@@ -120,7 +121,7 @@ def calibrate_dpo(model_path: str | Path, pairs: Sequence[PreferencePair], out_d
                      per_device_train_batch_size=batch_size, seed=seed, data_seed=seed, save_strategy="no",
                      report_to="none", disable_tqdm=True, logging_steps=10, use_cpu=not torch.cuda.is_available(),
                      bf16=False, dataloader_pin_memory=False)
-    with _torch_logprob_kernel():
+    with plain_logprob_kernel():  # TRL's fused kernel needs Triton and a GPU
         trainer = DPOTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
         out = trainer.train()
     model.save_pretrained(out_dir)
@@ -129,40 +130,6 @@ def calibrate_dpo(model_path: str | Path, pairs: Sequence[PreferencePair], out_d
         {"method": "dpo", "from": str(model_path), "n_pairs": len(pairs), "beta": beta, "lr": lr,
          "train_loss": out.training_loss}, indent=2) + "\n")
     return out_dir
-
-
-class _TorchLogProbs:
-    """TRL's DPOTrainer scores tokens with a fused log-prob kernel written in Triton (GPU); where Triton is absent
-    (CPU-only torch) TRL has no fallback. The same outputs (log-prob of the target, and on request the entropy,
-    log sum p^2, the mean logit and whether the target is the argmax), computed by plain autograd."""
-
-    @staticmethod
-    def apply(hidden, weight, bias, targets, temperature, chunk_size, softcap=None, logit_scale=1.0, outputs=()):
-        z = torch.nn.functional.linear(hidden, weight, bias).float() * logit_scale
-        if softcap is not None:
-            z = softcap * torch.tanh(z / softcap)
-        z = z / temperature
-        logp = z.log_softmax(-1)
-        return (logp.gather(-1, targets[:, None]).squeeze(-1),
-                -(logp.exp() * logp).sum(-1) if "entropy" in outputs else None,
-                torch.logsumexp(2 * logp, -1) if "log_sum_sq_probs" in outputs else None,
-                z.mean(-1) if "mean_logits" in outputs else None,
-                (z.argmax(-1) == targets) if "is_top1" in outputs else None)
-
-
-@contextlib.contextmanager
-def _torch_logprob_kernel():
-    """Use `_TorchLogProbs` inside TRL while its Triton kernel is unavailable; restore TRL afterwards."""
-    from trl.trainer import utils as trl_utils
-
-    missing = getattr(trl_utils, "_ChunkedLogProbFunction", None) is None
-    if missing:
-        trl_utils._ChunkedLogProbFunction = _TorchLogProbs
-    try:
-        yield
-    finally:
-        if missing:
-            trl_utils._ChunkedLogProbFunction = None
 
 
 # ---------------------------------------------------------------------------------------------- metrics
@@ -177,18 +144,11 @@ def turn_nll(model, tokenizer, conversations: Sequence[list[dict]], batch_size: 
     for i in range(0, len(conversations), batch_size):
         enc = [tokenizer.apply_chat_template(c, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
                for c in conversations[i:i + batch_size]]
-        L = max(len(e["input_ids"]) for e in enc)
-        ids = torch.full((len(enc), L), tokenizer.pad_token_id, dtype=torch.long)
-        attn = torch.zeros((len(enc), L), dtype=torch.long)
-        target = torch.zeros((len(enc), L), dtype=torch.bool)
-        for b, e in enumerate(enc):
-            n = len(e["input_ids"])
-            ids[b, :n] = torch.tensor(e["input_ids"])
-            attn[b, :n] = 1
-            target[b, :n] = torch.tensor(e["assistant_masks"], dtype=torch.bool)
-        logits = model(input_ids=ids.to(dev), attention_mask=attn.to(dev)).logits[:, :-1].float()
-        logp = logits.log_softmax(-1).gather(-1, ids[:, 1:, None].to(dev)).squeeze(-1)
-        mask = target[:, 1:].to(dev)  # token t+1 is predicted at position t
+        ids, attn, _ = pad([e["input_ids"] for e in enc], tokenizer.pad_token_id, side="right", device=dev)
+        target = pad([e["assistant_masks"] for e in enc], 0, side="right", device=dev)[0].bool()       # (B, L)
+        logits = model(input_ids=ids, attention_mask=attn).logits[:, :-1].float()
+        logp = token_logprobs(logits, ids[:, 1:])                                                      # (B, L-1)
+        mask = target[:, 1:]  # token t+1 is predicted at position t
         total += float(-(logp * mask).sum())
         count += int(mask.sum())
     if count == 0:

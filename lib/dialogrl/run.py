@@ -6,7 +6,8 @@ Every notebook does the same few things first (minGPT / cleanrl style):
     run_dir = make_run_dir("04_ibrl_bilateral", seed=seed)
     save_config(run_dir, params)      # every parameter and the seed
     save_env(run_dir)                 # package versions, device
-    log = MetricsLogger(run_dir)      # metrics.jsonl, one JSON object per line
+    log = MetricsLogger(run_dir)      # metrics.jsonl, one JSON object per line; Trainer.train(log=log) also
+                                      # appends its effective configuration to train_configs.jsonl
     ...
     save_summary(run_dir, summary)    # the numbers the paper's claims are judged by
     save_timings(run_dir, timings)    # wall-clock times, apart from the summary (they differ between runs)
@@ -29,6 +30,7 @@ import numpy as np
 import torch
 
 RESULTS_ROOT = Path("results")
+TRAIN_CONFIGS = "train_configs.jsonl"  # one line per trainer run in a run folder (MetricsLogger.log_config)
 
 # packages whose versions go into env.json
 _TRACKED_PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers",
@@ -209,15 +211,22 @@ def load_json(path: str | os.PathLike) -> Any:
     return json.loads(Path(path).read_text())
 
 
+def _append_jsonl(path: Path, row: dict) -> None:
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 class MetricsLogger:
     """Appends one JSON object per call to <run_dir>/metrics.jsonl, and prints a short line every `print_every`.
 
         log = MetricsLogger(run_dir)
         log.log(step=10, phase="train", loss=2.31, score=4.2)   # -> {"step": 10, ..., "time": 12.3}
+        log.log_config(config={...}, roles={...})                # -> a line of <run_dir>/train_configs.jsonl
     """
 
     def __init__(self, run_dir: str | os.PathLike, filename: str = "metrics.jsonl", print_every: int = 0):
         self.path = Path(run_dir) / filename
+        self.configs_path = Path(run_dir) / TRAIN_CONFIGS
         self.print_every = print_every
         self._t0 = time.time()
         self._n = 0
@@ -225,12 +234,18 @@ class MetricsLogger:
     def log(self, **row: Any) -> dict:
         row = json.loads(json.dumps(row, default=_to_jsonable))  # plain python values from here on
         row["time"] = round(time.time() - self._t0, 3)
-        with self.path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        _append_jsonl(self.path, row)
         self._n += 1
         if self.print_every and self._n % self.print_every == 0:
             print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
         return row
+
+    def log_config(self, **record: Any) -> dict:
+        """Append one JSON object to <run_dir>/train_configs.jsonl: the effective configuration of one trainer run
+        (Trainer.train writes {trainer, start_step, config, roles} here before its first step)."""
+        record = json.loads(json.dumps(record, default=_to_jsonable))
+        _append_jsonl(self.configs_path, record)
+        return record
 
     def tagged(self, **tags: Any) -> "TaggedLogger":
         """A logger writing to the same file whose rows all carry `tags` (e.g. task, method, seed)."""
@@ -245,6 +260,9 @@ class TaggedLogger:
 
     def log(self, **row: Any) -> dict:
         return self.logger.log(**self.tags, **row)
+
+    def log_config(self, **record: Any) -> dict:
+        return self.logger.log_config(**self.tags, **record)
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:

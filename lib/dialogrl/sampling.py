@@ -98,6 +98,8 @@ class GrowingLayer(DynamicLayer):
 
 
 def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """Zeros before `t` along `dim` up to `width`: the cache and mask columns of rows joining a running batch
+    (id lists are padded by `dialogrl.tokens.pad`)."""
     extra = width - t.shape[dim]
     if extra == 0:
         return t

@@ -175,36 +175,12 @@ def _bf16_supported() -> bool:
     return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
 
 
-def _fused_loss_usable() -> bool:
-    """TRL's SFTTrainer computes its loss with a Triton kernel (CUDA/XPU only); CPU runs need the plain loss."""
-    from trl.trainer import utils as trl_utils
-
-    return torch.cuda.is_available() and getattr(trl_utils, "_ChunkedLogProbFunction", None) is not None
-
-
-def _plain_loss_trainer_cls():
-    from transformers import Trainer
-    from trl import SFTTrainer
-
-    class PlainLossSFTTrainer(SFTTrainer):
-        """SFTTrainer with transformers' own causal-LM loss (labels are already -100 outside assistant turns).
-
-        TRL 1.15's SFTTrainer always takes its fused LM-head loss, whose kernel needs Triton and a GPU; on CPU we
-        keep TRL's data handling (chat template, assistant masks, collation) and compute the same token-mean NLL
-        from the logits, as Trainer does.
-        """
-
-        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            return Trainer.compute_loss(self, model, inputs, return_outputs=return_outputs,
-                                        num_items_in_batch=num_items_in_batch)
-
-    return PlainLossSFTTrainer
-
-
 def sft_warm_start(model, tok, corpus: list[list[dict]], cfg: TinyConfig, work_dir: str | Path) -> dict:
     """Supervised warm start with TRL's SFTTrainer, loss on assistant tokens only. Returns the training log summary."""
     from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig
+
+    from dialogrl.trl_compat import sft_trainer_class  # TRL's SFTTrainer, or on CPU one with the plain loss
 
     data = Dataset.from_list([{"messages": conv} for conv in corpus])
     steps = max(1, int(cfg.epochs * len(corpus) / cfg.batch_size))
@@ -218,8 +194,7 @@ def sft_warm_start(model, tok, corpus: list[list[dict]], cfg: TinyConfig, work_d
         seed=cfg.seed, data_seed=cfg.seed, logging_steps=max(1, steps // 10), save_strategy="no",
         report_to="none", disable_tqdm=True, dataset_num_proc=None, dataloader_pin_memory=False,
     )
-    trainer_cls = SFTTrainer if _fused_loss_usable() else _plain_loss_trainer_cls()
-    trainer = trainer_cls(model=model, args=args, train_dataset=data, processing_class=tok)
+    trainer = sft_trainer_class()(model=model, args=args, train_dataset=data, processing_class=tok)
     out = trainer.train()
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
     return {"train_loss": out.training_loss, "first_loss": losses[0] if losses else None,

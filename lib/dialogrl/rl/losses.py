@@ -6,13 +6,11 @@ Masks select the acting role's own tokens: a loss never touches the partner's to
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
-
-def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean over the masked entries (all tokens of the batch together, as in DAPO's token-level mean)."""
-    mask = mask.float()
-    return (x * mask).sum() / mask.sum().clamp(min=1)
+from dialogrl.tokens import masked_mean
 
 
 def policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor,
@@ -24,7 +22,11 @@ def policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, m
     level="token": r_t = exp(logp_t - logp_old_t) per token, averaged over masked tokens.
     level="utterance": one ratio per utterance, r_u = exp(sum_{t in u} (logp_t - logp_old_t)) (the sequence-
         likelihood ratio, SocialRL), with `segments` (B, L) giving each token's utterance index (-1: none);
-        averaged over utterances. Returns (loss, stats) with the clip fraction and the mean ratio.
+        averaged over utterances.
+    Returns (loss, stats), the stats over the same tokens (or utterances) as the loss, without gradient:
+        clipfrac   share where the ratio left [1 - eps, 1 + eps_high] (its gradient is clipped when A favours it)
+        approx_kl  mean of (r - 1) - log r, the k3 estimate of KL(pi_old || pi_theta) (>= 0; CleanRL's approx_kl)
+        ratio      mean r
     """
     hi = clip_eps if clip_eps_high is None else clip_eps_high
     mask = mask.float()
@@ -33,8 +35,7 @@ def policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, m
         ratio = torch.exp(log_ratio)                                            # r_t
         surr = torch.minimum(ratio * adv, ratio.clamp(1 - clip_eps, 1 + hi) * adv)
         loss = -masked_mean(surr, mask)
-        clipped = masked_mean(((ratio < 1 - clip_eps) | (ratio > 1 + hi)).float(), mask)
-        return loss, {"clip_frac": clipped.item(), "ratio": masked_mean(ratio, mask).item()}
+        return loss, _ratio_stats(ratio, log_ratio, clip_eps, hi, mask)
     if level != "utterance":
         raise ValueError(f"level={level!r}: choose 'token' or 'utterance'")
     if segments is None:
@@ -50,8 +51,19 @@ def policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, m
     ratio = torch.exp(log_ratio_u)
     surr = torch.minimum(ratio * adv_u, ratio.clamp(1 - clip_eps, 1 + hi) * adv_u)
     loss = -surr.mean() if n_seg else logp.sum() * 0
-    clipped = ((ratio < 1 - clip_eps) | (ratio > 1 + hi)).float().mean() if n_seg else torch.tensor(0.0)
-    return loss, {"clip_frac": clipped.item(), "ratio": ratio.mean().item() if n_seg else 1.0}
+    if not n_seg:
+        return loss, {"clipfrac": 0.0, "approx_kl": 0.0, "ratio": 1.0}
+    return loss, _ratio_stats(ratio, log_ratio_u, clip_eps, hi)
+
+
+@torch.no_grad()
+def _ratio_stats(ratio: torch.Tensor, log_ratio: torch.Tensor, lo: float, hi: float,
+                 mask: torch.Tensor | None = None) -> dict:
+    """clipfrac, approx_kl and the mean ratio over the masked entries (all entries without a mask); no gradient."""
+    mean = (lambda x: masked_mean(x, mask)) if mask is not None else torch.mean
+    clipped = ((ratio < 1 - lo) | (ratio > 1 + hi)).float()
+    approx_kl = (ratio - 1) - log_ratio                                      # k3: (r - 1) - log r
+    return {"clipfrac": mean(clipped).item(), "approx_kl": mean(approx_kl).item(), "ratio": mean(ratio).item()}
 
 
 def value_loss(v: torch.Tensor, v_old: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor,
@@ -70,7 +82,11 @@ def kl_k3(logp: torch.Tensor, logp_ref: torch.Tensor) -> torch.Tensor:
     return torch.exp(d) - d - 1
 
 
-def entropy(logits: torch.Tensor) -> torch.Tensor:
-    """Per-position entropy of softmax(logits): (B, L, V) -> (B, L)."""
-    logp = logits.float().log_softmax(-1)
-    return -(logp.exp() * logp).sum(-1)
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """How much of the returns' variance the critic explains: 1 - Var(G - V) / Var(G) over the batch (1: perfect,
+    0: no better than a constant, < 0: worse). NaN when Var(G) = 0 (undefined), as in CleanRL."""
+    values, returns = values.detach().double().flatten(), returns.detach().double().flatten()
+    var = returns.var(unbiased=False).item() if returns.numel() else 0.0
+    if var == 0.0:
+        return math.nan
+    return 1.0 - (returns - values).var(unbiased=False).item() / var

@@ -31,9 +31,9 @@ import contextlib
 import importlib.util
 import os
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import torch
@@ -43,8 +43,18 @@ from dialogrl.envs.base import Agent
 from dialogrl.envs.base import Task
 from dialogrl.models import adapter_parameters, base_model, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
-from dialogrl.rl.losses import entropy, kl_k3, policy_loss, value_loss
+from dialogrl.rl.losses import explained_variance, kl_k3, policy_loss, value_loss
 from dialogrl.rollout import Episode, play
+from dialogrl.tokens import masked_mean, pad, token_logprobs, token_logprobs_and_entropy
+
+# the allowed values of TrainConfig's choice fields (notebooks check their parameters with OneOf(*ALGORITHMS), ...)
+ALGORITHMS = ("grpo", "rloo", "ppo")
+RATIO_LEVELS = ("token", "utterance")
+LR_SCHEDULES = ("constant", "linear")
+MIXED_PRECISIONS = ("no", "bf16", "fp16")
+TRACKERS = ("none", "tensorboard", "wandb")
+CHOICES = {"algorithm": ALGORITHMS, "ratio_level": RATIO_LEVELS, "lr_schedule": LR_SCHEDULES,
+           "mixed_precision": MIXED_PRECISIONS, "report_to": TRACKERS}
 
 
 @dataclass
@@ -58,7 +68,11 @@ class RoleSpec:
 
 @dataclass
 class TrainConfig:
-    """Hyperparameters of the trainer (defaults: a few CPU minutes with tiny models)."""
+    """Hyperparameters of the trainer (defaults: a few CPU minutes with tiny models); checked on construction.
+
+        TrainConfig(steps=50, algorithm="ppo")
+        TrainConfig.from_params(params, steps=2)    # a notebook's parameters: the keys that are fields, overridden
+    """
     steps: int = 40                   # rollout + update iterations
     scenarios_per_step: int = 16      # distinct scenarios per rollout
     group_size: int = 4               # dialogues per scenario (the group of the group baseline)
@@ -89,11 +103,19 @@ class TrainConfig:
     log_dir: str = "results/tracking"  # where the report_to tracker writes
     seed: int = 0                     # training scenario seeds are derived from it (evaluation uses others)
 
+    def __post_init__(self):
+        self.check()
+
+    @classmethod
+    def from_params(cls, params: Mapping, **overrides) -> "TrainConfig":
+        """A config from the keys of `params` that are TrainConfig fields (others are ignored), `overrides` winning;
+        checked. An override that is not a field is a TypeError."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{**{k: v for k, v in params.items() if k in names}, **overrides})
+
     def check(self):
-        choices = {"algorithm": ("grpo", "rloo", "ppo"), "ratio_level": ("token", "utterance"),
-                   "lr_schedule": ("constant", "linear"), "mixed_precision": ("no", "bf16", "fp16"),
-                   "report_to": ("none", "tensorboard", "wandb")}
-        for name, allowed in choices.items():
+        """Raise ValueError naming the first field with a value out of its range (see CHOICES)."""
+        for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(allowed)}")
         for name in ("steps", "scenarios_per_step", "group_size", "epochs_per_step", "minibatch_turns"):
@@ -280,16 +302,7 @@ class Trainer:
     def _batch(self, batch: list[Sample], with_completion: bool = True):
         """Left-padded ids, attention mask and position ids (counting real tokens) of prompt (+ completion)."""
         seqs = [s.prompt_ids + (s.completion_ids if with_completion else []) for s in batch]
-        L = max(len(x) for x in seqs)
-        ids = torch.full((len(batch), L), self.tokenizer.pad_token_id, dtype=torch.long)
-        attn = torch.zeros((len(batch), L), dtype=torch.long)
-        pos = torch.zeros((len(batch), L), dtype=torch.long)
-        for b, x in enumerate(seqs):
-            ids[b, L - len(x):] = torch.tensor(x)
-            attn[b, L - len(x):] = 1
-            pos[b, L - len(x):] = torch.arange(len(x))
-        dev = self.accelerator.device
-        return ids.to(dev), attn.to(dev), pos.to(dev)
+        return pad(seqs, self.tokenizer.pad_token_id, device=self.accelerator.device)
 
     def token_logprobs(self, batch: list[Sample], adapter: str | None = None, with_entropy: bool = False):
         """Log-probs of each sample's completion tokens under the active adapter, (B, K) with K the longest
@@ -311,18 +324,20 @@ class Trainer:
         with self._autocast():
             out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=K + 1,
                              output_hidden_states=critic is not None)
-        logits = out.logits[:, :-1].float() / self.config.temperature     # position t predicts token t + 1
-        logp_all = logits.log_softmax(-1)
+        logits = out.logits[:, :-1].float() / self.config.temperature     # (B, K, V): position t predicts t + 1
+        if with_entropy:
+            logp, ent = token_logprobs_and_entropy(logits, ids[:, L - K:])
+        else:
+            logp = token_logprobs(logits, ids[:, L - K:])                  # (B, K)
         dev = ids.device
         cmask = cmask.to(dev)
-        logp = logp_all.gather(-1, ids[:, L - K:, None]).squeeze(-1)
         res = {"logp": torch.where(cmask > 0, logp, torch.zeros_like(logp)), "old": old.to(dev), "mask": cmask}
         if critic is not None:
             last = torch.tensor([L - len(s.completion_ids) - 1 for s in batch], device=dev)
             hidden = out.hidden_states[-1][torch.arange(B, device=dev), last]
             res["value"] = critic(hidden if self.config.critic_trunk else hidden.detach())
         if with_entropy:
-            res["entropy"] = -(logp_all.exp() * logp_all).sum(-1) * cmask
+            res["entropy"] = ent * cmask
         return res
 
     @torch.no_grad()
@@ -352,7 +367,11 @@ class Trainer:
 
     def update(self, adapter: str, samples: list[Sample]) -> dict:
         """One update of one path: clipped surrogate (+ value loss, + k3 KL to the base model, - entropy bonus)
-        over its own tokens only; gradients accumulate over chunks of `minibatch_turns` turns."""
+        over its own tokens only; gradients accumulate over chunks of `minibatch_turns` turns.
+
+        Returns the path's stats, token-weighted means over the step's epochs: loss, clipfrac, approx_kl, ratio
+        (see losses.policy_loss), kl; with ppo value_loss, value and explained_variance (of V_old for the returns
+        G over the path's batch, before the update); entropy with entropy_coef; lr."""
         cfg, acc = self.config, self.accelerator
         use_adapter(self.model, adapter)
         self.model.train()
@@ -360,9 +379,13 @@ class Trainer:
         n_tokens = sum(len(s.completion_ids) for s in samples)
         total_tokens = int(acc.reduce(torch.tensor(n_tokens, device=acc.device), reduction="sum")) \
             if acc.num_processes > 1 else n_tokens
-        stats = {"loss": 0.0, "clip_frac": 0.0, "ratio": 0.0, "kl": 0.0}
+        # per path and step: token-weighted means over the chunks, averaged over the epochs (PPO's diagnostics
+        # approx_kl, clipfrac and the critic's explained_variance as CleanRL logs them; see losses.policy_loss)
+        stats = {"loss": 0.0, "clipfrac": 0.0, "approx_kl": 0.0, "ratio": 0.0, "kl": 0.0}
         if cfg.algorithm == "ppo":
             stats.update(value_loss=0.0, value=0.0)
+            stats["explained_variance"] = explained_variance(torch.tensor([s.value for s in samples]),
+                                                             torch.tensor([s.ret for s in samples]))
         if cfg.entropy_coef:
             stats["entropy"] = 0.0
         params = [p for g in opt.param_groups for p in g["params"]]
@@ -393,17 +416,17 @@ class Trainer:
                 if cfg.kl_coef:
                     with torch.no_grad(), base_model(self.model):  # token_logprobs autocasts itself
                         ref = self.token_logprobs(chunk)["logp"]
-                    kl = (kl_k3(logp, ref) * mask).sum() / mask.sum()
+                    kl = masked_mean(kl_k3(logp, ref), mask)
                     loss = loss + cfg.kl_coef * kl
                     stats["kl"] += kl.item() * weight
                 if cfg.entropy_coef:
-                    ent = (res["entropy"] * mask).sum() / mask.sum()
+                    ent = masked_mean(res["entropy"], mask)
                     loss = loss - cfg.entropy_coef * ent
                     stats["entropy"] += ent.item() * weight
                 (loss * weight).backward()
                 stats["loss"] += loss.item() * weight
-                stats["clip_frac"] += st["clip_frac"] * weight
-                stats["ratio"] += st["ratio"] * weight
+                for n in ("clipfrac", "approx_kl", "ratio"):
+                    stats[n] += st[n] * weight
             self._sync_gradients(params)
             # the policy's and the critic's gradients are clipped apart: a value loss in reward units squared
             # would otherwise set the joint norm and shrink the policy's step
@@ -415,7 +438,8 @@ class Trainer:
         self.schedulers[adapter].step()
         self.model.eval()
         stats["lr"] = self.schedulers[adapter].get_last_lr()[0]
-        return {k: (v / cfg.epochs_per_step if k != "lr" else v) for k, v in stats.items()}
+        return {k: (v / cfg.epochs_per_step if k not in ("lr", "explained_variance") else v)
+                for k, v in stats.items()}
 
     # ---------------------------------------------------------------------------------------------- loop
     def step(self) -> dict:
@@ -452,8 +476,10 @@ class Trainer:
 
         eval_fn(trainer) -> held-out metrics, every `eval_every` steps and at the end (see `panel_eval`).
         Each row goes to `log.log(**row)` (a MetricsLogger; main process only) and to the chosen `report_to`
-        tracker. With checkpoint_dir, a checkpoint is written every `save_every` steps and at the end; with
-        resume=True the latest checkpoint there is loaded first and training continues exactly where it stopped.
+        tracker. Before the first step, a MetricsLogger (anything with `log_config`) gets the effective
+        configuration: `config_dict()` and the step training starts from, one line of <run>/train_configs.jsonl.
+        With checkpoint_dir, a checkpoint is written every `save_every` steps and at the end; with resume=True the
+        latest checkpoint there is loaded first and training continues exactly where it stopped.
         Returns the rows of this call.
         """
         from tqdm.auto import tqdm
@@ -463,6 +489,8 @@ class Trainer:
             latest = latest_checkpoint(checkpoint_dir)
             if latest is not None:
                 self.load_checkpoint(latest)
+        if acc.is_main_process and hasattr(log, "log_config"):
+            log.log_config(trainer=type(self).__name__, start_step=self.step_count, **self.config_dict())
         tracker = self._start_tracker()
         rows = []
         bar = tqdm(range(self.step_count, cfg.steps), desc="train", disable=not progress or not acc.is_main_process)
@@ -560,6 +588,7 @@ class Trainer:
         self.step_count = state["step"]
 
     def config_dict(self) -> dict:
+        """The effective configuration: every TrainConfig field, and per role its RoleSpec (the fixed agent's name)."""
         return {"config": asdict(self.config),
                 "roles": {r: {"agent": getattr(s.agent, "name", None), "adapter": s.adapter,
                               "trainable": s.trainable, "lr": s.lr} for r, s in self.roles.items()}}

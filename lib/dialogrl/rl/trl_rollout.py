@@ -6,8 +6,9 @@
                                    rollout_func=make_rollout_func(task, role="A", partner=ScriptedAgent("fair")))
     trainer.train()
 
-`grpo_trainer_class()` is TRL's GRPOTrainer on a GPU with Triton, else a subclass that computes the per-token
-log-probs from plain logits (TRL 1.15 computes them only with a Triton kernel, so its GRPOTrainer fails on CPU).
+`grpo_trainer_class()` (from `dialogrl.trl_compat`) is TRL's GRPOTrainer on a GPU with Triton, else a subclass that
+computes the per-token log-probs from plain logits (TRL 1.15 computes them only with a Triton kernel, so its
+GRPOTrainer fails on CPU).
 
 TRL calls `rollout_func(prompts, trainer)` once per generation batch. `prompts` are the batch's dataset rows'
 "prompt" column, each row already repeated `num_generations` times in a row by TRL's sampler (the GRPO group), and
@@ -64,6 +65,7 @@ from dialogrl.agents import LMAgent
 from dialogrl.envs.base import Agent
 from dialogrl.envs.base import Task, Turn
 from dialogrl.rollout import play
+from dialogrl.trl_compat import grpo_trainer_class  # noqa: F401  (re-exported)
 
 SCENARIO_KEY = "scenario"  # the extra key on a prompt's first message that names its scenario
 
@@ -267,54 +269,6 @@ def make_rollout_func(task: Task, role: str, partner: Agent | dict[str, Agent], 
         return out
 
     return rollout_func
-
-
-# ------------------------------------------------------------------------------------------------ CPU training
-
-def grpo_trainer_class():
-    """TRL's GRPOTrainer where its fused LM-head kernel can run (Triton and a GPU), else `PlainGRPOTrainer`."""
-    import torch
-    from trl import GRPOTrainer
-    from trl.trainer import utils as trl_utils
-
-    if torch.cuda.is_available() and getattr(trl_utils, "_ChunkedLogProbFunction", None) is not None:
-        return GRPOTrainer
-    return _plain_grpo_trainer()
-
-
-def _plain_grpo_trainer():
-    import torch
-    from trl import GRPOTrainer
-
-    class PlainGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer with per-token log-probs from the model's logits instead of TRL's fused LM-head kernel.
-
-        TRL 1.15 scores completions only through a Triton kernel (`model(..., fused_lm_head=True)`), which needs a
-        GPU; on CPU this computes the same quantities, log softmax(logits / temperature) at each completion token
-        and the entropy, from the plain forward pass. Text models only.
-        """
-
-        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep,
-                                               batch_size=None, compute_entropy=False, compute_aux_loss=False,
-                                               **multimodal):
-            if compute_aux_loss or any(v is not None for v in multimodal.values()):
-                raise NotImplementedError("PlainGRPOTrainer scores text-only, dense models")
-            K = logits_to_keep
-            batch_size = batch_size or input_ids.size(0)
-            all_logps, all_entropies = [], []
-            for start in range(0, input_ids.size(0), batch_size):
-                ids, mask = input_ids[start:start + batch_size], attention_mask[start:start + batch_size]
-                with self.accelerator.autocast():
-                    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=K + 1).logits  # (b, K+1, V)
-                logp = (logits[:, :-1].float() / self.temperature).log_softmax(-1)                  # (b, K, V)
-                real = mask[:, -K:].to(logp.dtype)                                                  # 0 on padding
-                all_logps.append(logp.gather(-1, ids[:, -K:, None]).squeeze(-1) * real)              # (b, K)
-                if compute_entropy:
-                    all_entropies.append(-(logp.exp() * logp).sum(-1) * real)
-            entropies = torch.cat(all_entropies) if compute_entropy else None
-            return torch.cat(all_logps), entropies, None
-
-    return PlainGRPOTrainer
 
 
 def outcome_reward(completions: list, outcome: list[dict], log_metric=None, **kwargs) -> list[float]:
