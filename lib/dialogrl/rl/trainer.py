@@ -31,9 +31,9 @@ import contextlib
 import importlib.util
 import os
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 import torch
@@ -44,6 +44,8 @@ from dialogrl.models import adapter_parameters, base_model, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
 from dialogrl.rl.losses import entropy, kl_k3, policy_loss, value_loss
 from dialogrl.rollout import Episode, play
+
+ALGORITHMS = ("grpo", "rloo", "ppo")
 
 
 @dataclass
@@ -88,8 +90,19 @@ class TrainConfig:
     log_dir: str = "results/tracking"  # where the report_to tracker writes
     seed: int = 0                     # training scenario seeds are derived from it (evaluation uses others)
 
+    @classmethod
+    def from_params(cls, params: Mapping, **overrides) -> "TrainConfig":
+        """The config from a notebook's parameters: the keys of `params` that are fields, then `overrides`."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}")
+        cfg = cls(**{**{k: v for k, v in params.items() if k in names}, **overrides})
+        cfg.check()
+        return cfg
+
     def check(self):
-        choices = {"algorithm": ("grpo", "rloo", "ppo"), "ratio_level": ("token", "utterance"),
+        choices = {"algorithm": ALGORITHMS, "ratio_level": ("token", "utterance"),
                    "lr_schedule": ("constant", "linear"), "mixed_precision": ("no", "bf16", "fp16"),
                    "report_to": ("none", "tensorboard", "wandb")}
         for name, allowed in choices.items():
