@@ -1,7 +1,7 @@
 """The methods of each paper as RoleSpecs: who trains, through which adapter, against whom, isolated or pooled."""
 import pytest
 
-from dialogrl.rl.methods import (CALIBRATED_RL_METHODS, MethodSpec, calibrated_rl_roles, ibrl_methods, ibrl_roles)
+from dialogrl.rl.methods import CALIBRATED_RL_METHODS, MethodSpec, calibrated_rl_roles, ibrl_methods, ibrl_roles
 from dialogrl.rl.trainer import RoleSpec
 
 ROLES = ("seller", "buyer")

@@ -3,7 +3,6 @@ import json
 
 import numpy as np
 import pytest
-
 from markov_toy import (MarkovDialogue, derail_process, exact_history_kl, exact_history_tv, iid_process,
                         markov_features)
 
