@@ -177,3 +177,12 @@ def test_evaluating_the_same_policy_twice_gives_identical_rows(toy_model_dir):
         pd.testing.assert_frame_equal(first, second)
     again = cross_play(TASK, {"scripted-1": scripted}, panel, scenarios, seed=5)
     pd.testing.assert_frame_equal(again[cols], df[df.policy == "scripted-1"][cols].reset_index(drop=True))
+
+
+def test_cross_play_returns_the_games_it_played():
+    scenarios = TASK.sample_scenarios(10, seed=8)
+    policies, panel = {"greedy": ScriptedAgent("greedy", 0)}, {"fair": ScriptedAgent("fair", 1)}
+    df, played = cross_play(TASK, policies, panel, scenarios, seats=["B"], return_episodes=True)
+    assert list(played) == [("greedy", "fair", "B")] and len(played["greedy", "fair", "B"]) == 10
+    assert [e.outcome["B"]["score"] for e in played["greedy", "fair", "B"]] == df["score"].tolist()
+    assert df.equals(cross_play(TASK, policies, panel, scenarios, seats=["B"]))  # the same games either way

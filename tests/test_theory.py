@@ -3,10 +3,12 @@ import json
 
 import numpy as np
 import pytest
+from markov_toy import (MarkovDialogue, derail_process, exact_history_kl, exact_history_tv, iid_process,
+                        markov_features)
 
-from dialogrl.theory import (MarkovDialogue, ShiftEstimate, classifier_shift, compounding_check, derail_process,
-                             exact_history_kl, exact_history_tv, iid_process, likelihood_shift, markov_features,
-                             plot_compounding, text_history_features)
+from dialogrl.plots import compounding_fits, shift_curves
+from dialogrl.theory import (ShiftEstimate, classifier_shift, compounding_check, likelihood_shift, returns_by_horizon,
+                             text_history_features)
 
 H = 8
 N = 3000
@@ -88,8 +90,15 @@ def test_compounding_check(name, verdict, tmp_path):
     assert np.all(exact_gap > 0)
     covered = (check.gap_ci[:, 0] <= exact_gap) & (exact_gap <= check.gap_ci[:, 1])
     assert np.all(covered | (np.abs(check.gap - exact_gap) < 0.02))
-    fig = plot_compounding(check, classifier_estimate(p, q, 6, 1000, seed=5), path=tmp_path / "c.png")
+    shift = classifier_estimate(p, q, 6, 1000, seed=5)
+    fig = compounding_fits(check, shift, path=tmp_path / "c.png")
     assert (tmp_path / "c.png").exists() and fig is not None
+    shift_curves({name: shift}, path=tmp_path / "s.png")
+    assert (tmp_path / "s.png").exists()
+    h = np.array(HORIZONS, float)  # the fits are the OLS fits behind the reported coefficients
+    assert np.isclose(np.polyfit(h, check.gap, 2)[0], check.quadratic_coef)
+    assert np.allclose(check.fitted(h, 1), np.polyval(np.polyfit(h, check.gap, 1), h))
+    assert np.allclose(check.fitted(h, 2), np.polyval(np.polyfit(h, check.gap, 2), h))
     d = check.as_dict()
     assert json.loads(json.dumps(d, allow_nan=False)) == d  # plain JSON types
     assert set(d) >= {"horizons", "gap", "gap_se", "gap_ci", "context_shift", "bound", "quadratic_coef", "quadratic_ci",
@@ -270,3 +279,32 @@ def test_text_features_for_transcripts():
     dialogues = [["i want the hats", "ok deal"], ["give me the books"]]
     X = text_history_features(dialogues, 2, n_features=64)
     assert X.shape == (2, 66) and X[1, -1] == 0 and X[0, -2] == 4
+
+
+def test_returns_by_horizon_plays_paired_games():
+    """Scripted negotiators at turn caps 2..8: P's and Q's returns per horizon are the policy's scores on the same
+    scenarios, in scenario order, each cell from seed + H (as cross_play would play it alone)."""
+    from dialogrl.envs.dealnodeal import ScriptedAgent
+    from dialogrl.envs import DealOrNoDeal
+    from dialogrl.evaluate import cross_play
+
+    scenarios = DealOrNoDeal().sample_scenarios(20, seed=3)
+    hs, calls = [2, 4, 6, 8], []
+
+    def policy_at(H, task):
+        calls.append((H, task.max_turns))
+        return ScriptedAgent("greedy", 0)
+
+    rp, rq, games = returns_by_horizon(hs, lambda H: DealOrNoDeal(max_turns=H), policy_at,
+                                       lambda: ScriptedAgent("fair", 1), lambda: ScriptedAgent("stubborn", 1),
+                                       scenarios, seat="A", seed=100, labels=("sim", "proxy"))
+    assert calls == [(H, H) for H in hs] and len(rp) == len(rq) == 4 and all(len(r) == 20 for r in rp + rq)
+    assert set(games["counterpart"]) == {"sim", "proxy"} and list(games["H"].unique()) == hs
+    alone = cross_play(DealOrNoDeal(max_turns=6), {"policy": ScriptedAgent("greedy", 0)},
+                       {"sim": ScriptedAgent("fair", 1)}, scenarios, seats=["A"], seed=106)
+    assert np.array_equal(rp[2], alone["score"].to_numpy(float))
+    assert list(games[(games["H"] == 6) & (games["counterpart"] == "sim")]["scenario"]) == [s.id for s in scenarios]
+    check = compounding_check(hs, rp, rq, np.full(8, 0.05), r_max=10.0, reward="terminal")
+    assert check.n_scenarios == 20
+    with pytest.raises(ValueError, match="labels must differ"):
+        returns_by_horizon(hs, DealOrNoDeal, policy_at, None, None, scenarios, seat="A", labels=("x", "x"))

@@ -152,14 +152,16 @@ def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> l
 
 def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, Agent], scenarios: Sequence,
                seats: Sequence[str] | None = None, seed: int = 0, transcripts: str | Path | None = None,
-               n_transcripts: int = 3) -> pd.DataFrame:
+               n_transcripts: int = 3, return_episodes: bool = False
+               ) -> pd.DataFrame | tuple[pd.DataFrame, dict[tuple[str, str, str], list[Episode]]]:
     """Play every policy against every counterpart, in every seat, on the same scenarios.
 
-    Returns one row per game (policy, counterpart, seat, scenario, and GAME_METRICS from the policy's seat).
+    Returns one row per game (policy, counterpart, seat, scenario, and GAME_METRICS from the policy's seat); with
+    return_episodes, also the games themselves: {(policy, counterpart, seat): [Episode] in scenario order}.
     With `transcripts`, the first `n_transcripts` games of every cell are appended to that JSONL file.
     """
     seats = tuple(seats or task.roles)
-    rows = []
+    rows, played = [], {}
     for pname, policy in policies.items():
         for cname, counterpart in counterparts.items():
             for seat in seats:
@@ -168,12 +170,14 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
                 agents = {seat: policy, task.other(seat): counterpart}
                 episodes = play(task, agents, scenarios)
                 rows += game_rows(task, episodes, seat, policy=pname, counterpart=cname)
+                if return_episodes:
+                    played[pname, cname, seat] = episodes
                 if transcripts:
                     with open(transcripts, "a") as f:
                         for ep in episodes[:n_transcripts]:
                             rec = {"policy": pname, "counterpart": cname, "seat": seat, **ep.transcript()}
                             f.write(json.dumps(rec, default=str) + "\n")
-    return pd.DataFrame(rows)
+    return (pd.DataFrame(rows), played) if return_episodes else pd.DataFrame(rows)
 
 
 def summarize(games: pd.DataFrame, by: Sequence[str] = ("policy", "counterpart"),

@@ -1,10 +1,14 @@
-"""Seaborn figures drawn from saved data (metrics.jsonl rows, summary tables); each is saved, then returned."""
+"""Seaborn figures drawn from saved data (metrics.jsonl rows, summary tables) and from the theory's estimates; each
+is saved, then returned."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from dialogrl.theory import CompoundingCheck, ShiftEstimate
 
 
 def _save(fig, path: str | Path | None):
@@ -58,4 +62,61 @@ def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str |
                                                   table[f"{metric}_hi"] - table[metric]],
                     fmt="none", ecolor="black", capsize=3)
     ax.set_title(title or metric)
+    return _save(fig, path)
+
+
+def shift_curves(shifts: dict[str, ShiftEstimate], path: str | Path | None = None, ylabel: str | None = None,
+                 title: str | None = None):
+    """One line per named shift estimate (`theory.classifier_shift`, `likelihood_shift`): the divergence of the
+    history after each turn i, with its 95% band."""
+    import matplotlib.pyplot as plt
+
+    labels = {"kl": "KL of the history", "tv_lower_bound": "TV lower bound of the history"}
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for name, s in shifts.items():
+        ax.plot(s.turns, s.estimate, marker="o", label=name)
+        ax.fill_between(s.turns, s.lo, s.hi, alpha=0.2)
+    ax.set_xlabel("turn i")
+    ax.set_ylabel(ylabel or labels.get(next(iter(shifts.values())).kind, "shift of the history"))
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def compounding_fits(check: CompoundingCheck, shift: ShiftEstimate | None = None, path: str | Path | None = None,
+                     title: str = ""):
+    """The compounding check (`theory.compounding_check`). Left, if given: the per-turn shift with its CI. Right: the
+    signed gap against H with its CI, both fits and the bound (+-, since it bounds |gap|)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(1, 2 if shift is not None else 1, figsize=(11 if shift is not None else 6, 3.8))
+    axes = np.atleast_1d(axes)
+    if shift is not None:
+        ax = axes[0]
+        ax.plot(shift.turns, shift.estimate, "o-", label=shift.kind)
+        ax.fill_between(shift.turns, shift.lo, shift.hi, alpha=0.25)
+        ax.set_xlabel("turn i")
+        ax.set_ylabel("shift of the history after turn i")
+        ax.legend()
+    ax = axes[-1]
+    h = check.horizons
+    ax.axhline(0.0, color="lightgrey", lw=0.8)
+    ax.errorbar(h, check.gap, yerr=[check.gap - check.gap_ci[:, 0], check.gap_ci[:, 1] - check.gap],
+                fmt="o", color="black", capsize=3, label="gap J_P - J_Q (95% CI)")
+    grid = np.linspace(h.min(), h.max(), 100)
+    lo, hi = check.linear_ci
+    ax.plot(grid, check.fitted(grid, 1), "--", label=f"linear: b = {check.linear_coef:.3g} [{lo:.3g}, {hi:.3g}]")
+    lo, hi = check.quadratic_ci
+    ax.plot(grid, check.fitted(grid, 2), "-", label=f"quadratic: c = {check.quadratic_coef:.3g} [{lo:.3g}, {hi:.3g}]")
+    form = "sum min(1, D_t-1)" if check.reward == "per_turn" else "min(1, D_H)"
+    kind = "" if check.bound_test == "valid" else ", eps lower bounds"
+    ax.plot(h, check.bound, "s:", color="grey", label=f"+- bound R_max {form}{kind}")
+    ax.plot(h, -check.bound, "s:", color="grey")
+    ax.set_xlabel("horizon H (turns)")
+    ax.set_ylabel("J_P - J_Q")
+    ax.set_title(title or f"verdict: {check.verdict} (detectable c: {check.min_detectable_quadratic:.2g})")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
     return _save(fig, path)

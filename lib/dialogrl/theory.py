@@ -34,13 +34,16 @@ Estimators of the per-turn shift between two sets of dialogues:
     sum_{j<=i} E_P[log p(x_j | x_<j) - log q(x_j | x_<j)], Monte Carlo over dialogues from P, with standard errors.
   - `classifier_shift`: from transcripts only, a classifier two-sample test per turn: the held-out accuracy acc of a
     classifier telling P's histories from Q's gives TV >= 2 * acc - 1 (balanced classes), with bootstrap CIs.
-Validation processes with exact answers: `MarkovDialogue` (finite-state chains, exact TV/KL/returns).
+The tests check both, and the compounding check, on Markov-chain dialogues with exact answers (tests/markov_toy.py).
+
+In a game, `returns_by_horizon` plays the returns the check takes: at every horizon H, the policy for H against the
+training-like partner (P) and the deployment partner (Q) on the same scenarios. Figures: `dialogrl.plots`
+(`shift_curves`, `compounding_fits`).
 """
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -191,6 +194,11 @@ class CompoundingCheck:
                 return float(v) if np.isfinite(v) else None
             return v
         return {name: plain(getattr(self, name)) for name in self.__dataclass_fields__}
+
+    def fitted(self, grid: Sequence[float], degree: int) -> np.ndarray:
+        """The OLS fit of the gap against H of `degree` (1: linear, 2: quadratic), evaluated at the horizons `grid`."""
+        coef = _ols(self.horizons, degree)[1] @ self.gap                          # (degree + 1,) a, b[, c]
+        return np.vander(np.asarray(grid, float), degree + 1, increasing=True) @ coef
 
 
 def _ols(h: np.ndarray, degree: int) -> tuple[np.ndarray, np.ndarray]:
@@ -343,162 +351,37 @@ def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], 
         bound_test="valid" if eps_exact else "indicative", n_scenarios=int(n))
 
 
-def plot_compounding(check: CompoundingCheck, shift: ShiftEstimate | None = None, path=None, title: str = ""):
-    """Left: per-turn shift with its CI (if given). Right: the signed gap against H with its CI, both fits and the
-    bound (+-, since it bounds |gap|)."""
-    import matplotlib.pyplot as plt
+# ------------------------------------------------------------------------------ the returns, played in a game
 
-    fig, axes = plt.subplots(1, 2 if shift is not None else 1, figsize=(11 if shift is not None else 6, 3.8))
-    axes = np.atleast_1d(axes)
-    if shift is not None:
-        ax = axes[0]
-        ax.plot(shift.turns, shift.estimate, "o-", label=shift.kind)
-        ax.fill_between(shift.turns, shift.lo, shift.hi, alpha=0.25)
-        ax.set_xlabel("turn i")
-        ax.set_ylabel("shift of the history after turn i")
-        ax.legend()
-    ax = axes[-1]
-    h = check.horizons
-    ax.axhline(0.0, color="lightgrey", lw=0.8)
-    ax.errorbar(h, check.gap, yerr=[check.gap - check.gap_ci[:, 0], check.gap_ci[:, 1] - check.gap],
-                fmt="o", color="black", capsize=3, label="gap J_P - J_Q (95% CI)")
-    grid = np.linspace(h.min(), h.max(), 100)
-    lin, quad = _ols(h, 1)[1] @ check.gap, _ols(h, 2)[1] @ check.gap
-    lo, hi = check.linear_ci
-    ax.plot(grid, lin[0] + lin[1] * grid, "--", label=f"linear: b = {check.linear_coef:.3g} [{lo:.3g}, {hi:.3g}]")
-    lo, hi = check.quadratic_ci
-    ax.plot(grid, quad[0] + quad[1] * grid + quad[2] * grid ** 2, "-",
-            label=f"quadratic: c = {check.quadratic_coef:.3g} [{lo:.3g}, {hi:.3g}]")
-    form = "sum min(1, D_t-1)" if check.reward == "per_turn" else "min(1, D_H)"
-    kind = "" if check.bound_test == "valid" else ", eps lower bounds"
-    ax.plot(h, check.bound, "s:", color="grey", label=f"+- bound R_max {form}{kind}")
-    ax.plot(h, -check.bound, "s:", color="grey")
-    ax.set_xlabel("horizon H (turns)")
-    ax.set_ylabel("J_P - J_Q")
-    ax.set_title(title or f"verdict: {check.verdict} (detectable c: {check.min_detectable_quadratic:.2g})")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
-    return fig
+def returns_by_horizon(horizons: Sequence[int], task_at: Callable, policy_at: Callable, partner_p: Callable,
+                       partner_q: Callable, scenarios: Sequence, seat: str, metric: str = "score", seed: int = 0,
+                       labels: tuple[str, str] = ("P", "Q")):
+    """The per-scenario returns that `compounding_check` takes, played: at every horizon H, the policy for H plays
+    the same scenarios against the training-like partner (P) and against the deployment partner (Q).
 
-
-# ---------------------------------------------------------------------- synthetic processes with exact answers
-
-@dataclass
-class MarkovDialogue:
-    """A finite-state 'dialogue': x_1 ~ init, x_{i+1} ~ trans[x_i]; the reward at turn t is reward[x_{t-1}]
-    (reward0 at t = 1, before anything was said). Exact history TV/KL and returns are computable.
-
-    init: (S,), trans: (S, S) row-stochastic, reward: (S,) in [0, R_max].
+    task_at(H) -> the task whose dialogues end after H talk turns.
+    policy_at(H, task) -> the policy's Agent at horizon H (e.g. one trained on that task, or one policy for all H).
+    partner_p(), partner_q() -> the partner of one evaluation cell; called once per horizon, before either plays,
+        so a partner that keeps state between games starts fresh at every horizon.
+    scenarios: the evaluation scenarios, the same at every horizon and for both partners (the pairs of the check).
+    seat: the policy's role; `metric` is read from that seat (`evaluate.game_rows`).
+    Every cell starts from seed + H (`evaluate.cross_play` reseeds before each), so P and Q see the same sampling
+    noise at a horizon. Returns (returns_p, returns_q, games): per horizon an (n,) array of `metric` per scenario
+    for P and for Q, in scenario order, and every game row with its horizon "H" and counterpart (`labels`).
     """
-    init: np.ndarray
-    trans: np.ndarray
-    reward: np.ndarray
-    reward0: float = 1.0
+    import pandas as pd
 
-    def __post_init__(self):
-        self.init, self.trans, self.reward = (np.asarray(a, float) for a in (self.init, self.trans, self.reward))
-        if not np.allclose(self.trans.sum(1), 1) or not np.isclose(self.init.sum(), 1):
-            raise ValueError("init and every row of trans must sum to 1")
+    from dialogrl.evaluate import cross_play
 
-    def sample(self, n: int, horizon: int, rng: np.random.Generator) -> np.ndarray:
-        """(n, horizon) integer states x_1..x_H."""
-        S = len(self.init)
-        x = np.empty((n, horizon), dtype=int)
-        x[:, 0] = rng.choice(S, size=n, p=self.init)
-        cum = np.cumsum(self.trans, axis=1)                            # (S, S)
-        for t in range(1, horizon):
-            u = rng.random(n)[:, None]
-            x[:, t] = (u > cum[x[:, t - 1]]).sum(1)
-        return x
-
-    def logprob(self, x: np.ndarray) -> np.ndarray:
-        """(n, H) log-probability of each x_i given the history, under this process."""
-        lp = np.empty(x.shape)
-        with np.errstate(divide="ignore"):
-            lp[:, 0] = np.log(self.init[x[:, 0]])
-            lp[:, 1:] = np.log(self.trans[x[:, :-1], x[:, 1:]])
-        return lp
-
-    def returns(self, x: np.ndarray, horizon: int) -> np.ndarray:
-        """Per-dialogue return J = sum_{t=1..H} reward of context c_t = reward0 + sum_{t=2..H} reward[x_{t-1}]."""
-        return self.reward0 + self.reward[x[:, :horizon - 1]].sum(1)
-
-    def terminal_returns(self, x: np.ndarray, horizon: int) -> np.ndarray:
-        """Per-dialogue outcome of the whole dialogue of `horizon` turns: reward[x_H] (a terminal reward)."""
-        return self.reward[x[:, horizon - 1]]
-
-    def expected_terminal(self, horizon: int) -> float:
-        marg = self.init.copy()
-        for _ in range(horizon - 1):
-            marg = marg @ self.trans
-        return float(marg @ self.reward)
-
-    def expected_return(self, horizon: int) -> float:
-        marg, total = self.init.copy(), self.reward0
-        for _ in range(horizon - 1):
-            total += marg @ self.reward
-            marg = marg @ self.trans
-        return float(total)
-
-    def history_probs(self, i: int) -> np.ndarray:
-        """Probability of every history (x_1..x_i), in itertools.product order: (S**i,)."""
-        S = len(self.init)
-        seqs = np.array(list(itertools.product(range(S), repeat=i)))
-        p = self.init[seqs[:, 0]].copy()
-        for t in range(1, i):
-            p *= self.trans[seqs[:, t - 1], seqs[:, t]]
-        return p
-
-
-def exact_history_tv(p: MarkovDialogue, q: MarkovDialogue, horizon: int) -> np.ndarray:
-    """D_i = TV(P(x_1..x_i), Q(x_1..x_i)) for i = 1..horizon, by enumeration (small state spaces)."""
-    return np.array([0.5 * np.abs(p.history_probs(i) - q.history_probs(i)).sum() for i in range(1, horizon + 1)])
-
-
-def exact_history_kl(p: MarkovDialogue, q: MarkovDialogue, horizon: int) -> np.ndarray:
-    """KL(P(x_1..x_i) || Q(x_1..x_i)) for i = 1..horizon, by the chain rule over P's marginals."""
-    def kl(a, b):
-        nz = a > 0
-        return float(np.sum(a[nz] * (np.log(a[nz]) - np.log(b[nz]))))
-    out, marg, total = [], p.init.copy(), kl(p.init, q.init)
-    out.append(total)
-    row_kl = np.array([kl(p.trans[s], q.trans[s]) for s in range(len(p.init))])
-    for _ in range(1, horizon):
-        total += marg @ row_kl
-        out.append(total)
-        marg = marg @ p.trans
-    return np.array(out)
-
-
-def markov_features(x: np.ndarray, i: int) -> np.ndarray:
-    """Sufficient statistics of a Markov history x_1..x_i: one-hot x_1 and the transition counts, (n, S + S*S).
-
-    The log-likelihood ratio of two Markov chains is linear in them, so a logistic regression on these features
-    is well specified and its accuracy approaches the Bayes accuracy 1/2 + TV/2.
-    """
-    S = int(x.max()) + 1 if x.size else 1
-    S = max(S, 3)
-    n = len(x)
-    first = np.zeros((n, S))
-    first[np.arange(n), x[:, 0]] = 1
-    trans = np.zeros((n, S * S))
-    for t in range(1, i):
-        np.add.at(trans, (np.arange(n), x[:, t - 1] * S + x[:, t]), 1)
-    return np.hstack([first, trans])
-
-
-def derail_process(eps: float, off_reward: float = 0.3) -> MarkovDialogue:
-    """Compounding: state 0 is on track; each turn it derails with prob. eps into off-track states 1/2, which
-    are absorbing (they only switch between themselves), so a mismatch in eps is carried to every later turn."""
-    trans = np.array([[1 - eps, eps / 2, eps / 2], [0, 0.5, 0.5], [0, 0.5, 0.5]])
-    init = np.array([1 - eps, eps / 2, eps / 2])
-    return MarkovDialogue(init, trans, np.array([1.0, off_reward, off_reward]))
-
-
-def iid_process(eps: float, off_reward: float = 0.3) -> MarkovDialogue:
-    """Non-compounding: every turn is off track with prob. eps, independently of the past; a mismatch in eps
-    shifts each turn by the same amount and is not carried forward."""
-    row = np.array([1 - eps, eps / 2, eps / 2])
-    return MarkovDialogue(row, np.tile(row, (3, 1)), np.array([1.0, off_reward, off_reward]))
+    if labels[0] == labels[1]:
+        raise ValueError(f"labels must differ; got {labels}")
+    returns_p, returns_q, frames = [], [], []
+    for H in horizons:
+        task = task_at(H)
+        policy = policy_at(H, task)
+        games = cross_play(task, {"policy": policy}, {labels[0]: partner_p(), labels[1]: partner_q()}, scenarios,
+                           seats=[seat], seed=seed + H)
+        for label, out in zip(labels, (returns_p, returns_q)):
+            out.append(games.loc[games["counterpart"] == label, metric].to_numpy(dtype=float))
+        frames.append(games.assign(H=H))
+    return returns_p, returns_q, pd.concat(frames, ignore_index=True)
