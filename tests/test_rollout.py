@@ -169,6 +169,31 @@ def test_selection_by_likelihood_returns_a_valid_selection(dond_toy):
         assert len(sel) == 2 and all(t.invalid is None for t in sel)
 
 
+def test_selection_by_likelihood_scores_each_candidate_as_if_alone(dond_toy):
+    """The candidates are left-padded into one batch; each must score what it scores unpadded (positions count its
+    own tokens), so the choice does not depend on the other candidates' lengths."""
+    import torch
+
+    from dialogrl.envs.base import ActRequest
+
+    model, tok = dond_toy
+    task = DealOrNoDeal(protocol="selection", max_turns=2)
+    state = play_texts(task, task.sample_scenarios(1, seed=3)[0], ["i want the books", "ok <selection>"])
+    request = ActRequest(task, state, "A", task.view(state, "A"))
+    agent = LMAgent(model, tok)
+    prompt = agent.encode([request.messages])[0]
+    alone = {}
+    for c in task.selection_candidates(state):
+        done = tok(c, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        seq = torch.tensor([prompt + done])
+        with torch.no_grad():
+            logp = model(input_ids=seq).logits[0, :-1].float().log_softmax(-1)
+        alone[c] = sum(logp[len(prompt) - 1 + i, t].item() for i, t in enumerate(done))
+    batched = agent.selection_scores(request)
+    assert batched == pytest.approx(alone, abs=1e-4)
+    assert agent.select(request) == max(alone, key=alone.get)
+
+
 def test_lm_agents_use_the_tasks_learned_selector(dond_toy):
     """With a selector on the task, the selection turn is the selector's answer for that role, not the LM's."""
     model, tok = dond_toy

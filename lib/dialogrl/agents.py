@@ -111,18 +111,6 @@ class LMAgent(StreamingAgent):
         return [self.tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)
                 ["input_ids"] for m in messages_batch]
 
-    @staticmethod
-    def left_pad(seqs: Sequence[list[int]], pad_id: int, device) -> tuple:
-        import torch
-
-        width = max(len(s) for s in seqs)
-        ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, width - len(s):] = torch.tensor(s)
-            mask[i, width - len(s):] = 1
-        return ids.to(device), mask.to(device)
-
     def generate(self, messages_batch: Sequence[list[dict]]) -> list[Utterance]:
         """Sample one turn for every chat view in one batch, outside any game (no cache kept)."""
         from dialogrl.sampling import sample_turns
@@ -156,16 +144,23 @@ class LMAgent(StreamingAgent):
 
     def select(self, request: ActRequest) -> str:
         """The most likely of the task's selection texts (`task.selection_candidates(state)`)."""
+        scores = self.selection_scores(request)
+        return max(scores, key=scores.get)
+
+    def selection_scores(self, request: ActRequest) -> dict[str, float]:
+        """Each selection text's log-likelihood after the role's prompt: the summed log-probs of its tokens and the
+        end-of-turn token, all candidates in one left-padded batch (each scored as it would be alone)."""
         import torch
+
+        from dialogrl.tokens import pad, token_logprobs
 
         candidates = request.task.selection_candidates(request.state)
         prompt = self.encode([request.messages])[0]
         seqs = [prompt + self.tok(c, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]
                 for c in candidates]
         dev = next(self.model.parameters()).device
-        ids, mask = self.left_pad(seqs, self.tok.pad_token_id, dev)
+        ids, mask, pos = pad(seqs, self.tok.pad_token_id, device=dev)
         with torch.no_grad(), self._context():
-            logits = self.model(input_ids=ids, attention_mask=mask).logits.float()
-        logp = logits[:, :-1].log_softmax(-1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)  # (N, L-1)
-        total = [logp[i, -(len(s) - len(prompt)):].sum().item() for i, s in enumerate(seqs)]
-        return candidates[max(range(len(candidates)), key=total.__getitem__)]
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.float()
+        logp = token_logprobs(logits[:, :-1], ids[:, 1:])  # (N, L-1)
+        return {c: logp[i, -(len(s) - len(prompt)):].sum().item() for i, (c, s) in enumerate(zip(candidates, seqs))}
