@@ -1,12 +1,12 @@
 # Two entry points, each complete from a fresh clone with Python 3.11 and pip:
 #   make reproduce   run every notebook at the cpu profile into results/, write results/REPORT.md
-#   make test        the test suite (what CI runs)
+#   make test        the test suite (what CI runs, after make lint)
 # Both create .venv and install requirements.txt first. Extra arguments: make reproduce ARGS="--only 04_ibrl_bilateral"
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: reproduce test smoke install
+.PHONY: reproduce test lint smoke install
 
 install: $(VENV)/.installed
 
@@ -24,3 +24,6 @@ smoke: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(ARGS)
+
+lint: $(VENV)/.installed
+	$(PY) -m ruff check lib tests bench

@@ -104,8 +104,8 @@ def time_steps(step, reps: int, model, moves: bool) -> dict:
 
 def make_trainer(args, kl_coef: float = 0.0):
     """Our Trainer: role A through LoRA adapter "A" (trainable), role B the scripted fair persona."""
-    from dialogrl.envs.dealnodeal import ScriptedAgent
     from dialogrl.envs import DealOrNoDeal
+    from dialogrl.envs.dealnodeal import ScriptedAgent
     from dialogrl.models import load_model
     from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 

@@ -3,11 +3,18 @@ calibration move the simulator toward the 'human' data (on the toy model, second
 import math
 
 import pytest
-from conftest import make_toy_corpus, play_texts
 
+from conftest import make_toy_corpus, play_texts
 from dialogrl.agents import LMAgent
-from dialogrl.calibration import (behaviour_distance, behaviour_stats, calibrate_dpo, calibrate_sft, preference_pairs,
-                                  role_conversations, turn_nll)
+from dialogrl.calibration import (
+    behaviour_distance,
+    behaviour_stats,
+    calibrate_dpo,
+    calibrate_sft,
+    preference_pairs,
+    role_conversations,
+    turn_nll,
+)
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import DondScenario
 from dialogrl.models import load_model

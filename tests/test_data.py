@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from dialogrl.data import (DOND_HUB_ID, dond_record_from_hub_row, load_dond, load_dond_raw, parse_raw_line, replay)
+from dialogrl.data import DOND_HUB_ID, dond_record_from_hub_row, load_dond, load_dond_raw, parse_raw_line, replay
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import split_value
 
@@ -100,8 +100,7 @@ def _fmt(share):
 def test_selection_classifier_reads_held_out_human_talk(shared_data):
     """Fitted on 1,500 logged dialogues, it states the human's own selection on 200 held-out ones far more often
     than the warm start's likelihood step does (~17% exact, ~5% of role pairs agreeing), always a valid split."""
-    from dialogrl.envs.dealnodeal import SelectionClassifier
-    from dialogrl.envs.dealnodeal import parse_selection
+    from dialogrl.envs.dealnodeal import SelectionClassifier, parse_selection
 
     games = [replay(TASK, r) for r in load_dond(shared_data / "dealnodeal" / "data.txt")[:1800]]
     games = [g for g in games if set(g.info["selections"]) == {"A", "B"}]

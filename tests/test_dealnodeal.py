@@ -4,12 +4,23 @@ import random
 from collections import Counter
 
 import pytest
-from conftest import play_texts
 
+from conftest import play_texts
 from dialogrl.envs import DealOrNoDeal, make_task
-from dialogrl.envs.dealnodeal import (POOL_FREQUENCIES, DondScenario, all_splits, count_vectors, is_pareto_optimal,
-                                      parse_offer, parse_selection, sample_scenario, split_value, valid_values,
-                                      value_pairs, value_vectors)
+from dialogrl.envs.dealnodeal import (
+    POOL_FREQUENCIES,
+    DondScenario,
+    all_splits,
+    count_vectors,
+    is_pareto_optimal,
+    parse_offer,
+    parse_selection,
+    sample_scenario,
+    split_value,
+    valid_values,
+    value_pairs,
+    value_vectors,
+)
 
 SC = DondScenario(counts=(1, 2, 3), values=((4, 0, 2), (2, 4, 0)))  # 4+0+6 = 10 and 2+8+0 = 10
 

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.evaluate import bootstrap_ci, cross_play, paired_difference, summarize
 from dialogrl.plots import bars_with_ci, crossplay_heatmap
 
@@ -131,9 +131,11 @@ def test_paired_clustered_pairs_by_scenario_and_seed():
     from dialogrl.evaluate import paired_clustered
 
     rng = np.random.default_rng(0)
-    rows = lambda shift, seeds: pd.DataFrame([{"counterpart": "p", "scenario": k, "seed": s,
-                                               "score": k % 5 + shift + 0.1 * rng.standard_normal()}
-                                              for s in seeds for k in range(40)])
+
+    def rows(shift, seeds):
+        return pd.DataFrame([{"counterpart": "p", "scenario": k, "seed": s,
+                              "score": k % 5 + shift + 0.1 * rng.standard_normal()} for s in seeds for k in range(40)])
+
     a, b = rows(1.0, [0, 1, 2]), rows(0.0, [0, 1, 2])
     out = paired_clustered(a, b, "score")
     # the scenario effect (k % 5, spread 1.4) cancels in the pairs: the CI is tight around +1

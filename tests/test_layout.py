@@ -37,7 +37,8 @@ def imports_of(path: Path, name: str, modules: dict[str, Path], top_level_only: 
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative import
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
             for a in node.names:
                 found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base)
     return {m for m in found if m in modules and m != name}

@@ -7,16 +7,16 @@ least 0.4 points (paired by scenario), with the paired interval above zero.
 
 The margin holds across builds, not for one: a fresh machine builds tiny-dond anew, and a rebuild differs like
 another training run. Measured on three builds (this test's body on `build_tiny_model("tiny-dond", build_seed=b)`,
-b = 0, 1, 2), the paired gain was GRPO +1.19 / +0.96 / +0.93 and PPO +0.94 / +0.76 / +0.89 (interval half-widths about 0.38), so
-the smallest gain is about twice the margin. Without the KL term some seeds collapse (every group ends with equal
-zero rewards and GRPO has no signal left).
+b = 0, 1, 2), the paired gain was GRPO +1.19 / +0.96 / +0.93 and PPO +0.94 / +0.76 / +0.89 (interval half-widths
+about 0.38), so the smallest gain is about twice the margin. Without the KL term some seeds collapse (every group ends
+with equal zero rewards and GRPO has no signal left).
 """
 import pandas as pd
 import pytest
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.evaluate import game_rows, paired_difference
 from dialogrl.models import load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
@@ -40,7 +40,8 @@ def test_rl_against_a_persona_raises_the_score(algorithm):
 
     before = evaluate(None, "base")  # adapter None: the warm start itself
     trainer = Trainer(task, model, tok,
-                      {"A": RoleSpec(adapter="A", trainable=True, lr=1e-3), "B": RoleSpec(agent=ScriptedAgent("fair", 1))},
+                      {"A": RoleSpec(adapter="A", trainable=True, lr=1e-3),
+                       "B": RoleSpec(agent=ScriptedAgent("fair", 1))},
                       TrainConfig(steps=30, scenarios_per_step=8, group_size=4, algorithm=algorithm, kl_coef=0.1,
                                   seed=0))
     seed_everything(0)

@@ -2,8 +2,14 @@
 import pytest
 import torch
 
-from dialogrl.models import (ModelUnavailableError, adapter_parameters, check_model_name, load_model,
-                             resolve_model_path, use_adapter)
+from dialogrl.models import (
+    ModelUnavailableError,
+    adapter_parameters,
+    check_model_name,
+    load_model,
+    resolve_model_path,
+    use_adapter,
+)
 
 
 def test_unknown_hub_id_offline_names_the_id_and_the_embedded_alternative(monkeypatch):

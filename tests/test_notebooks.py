@@ -136,7 +136,8 @@ def test_notebook_01_runs_on_the_real_human_logs(shared_data, tmp_path):
     params = profile_parameters(nb_path, "smoke", REPO / "params")
     run_dir = tmp_path / "run"
     papermill.execute_notebook(str(nb_path), str(tmp_path / nb_path.name), cwd=str(REPO), progress_bar=False,
-                               parameters={**params, "run_dir": str(run_dir), "human_logs": str(shared_data / "dealnodeal"),
+                               parameters={**params, "run_dir": str(run_dir),
+                                           "human_logs": str(shared_data / "dealnodeal"),
                                            "human_logs_limit": 200, "human_model_epochs": 1.0})
     summary = _strict_json(run_dir / "summary.json")
     assert summary["protocol"] == "selection" and summary["n_train_logs"] == 120

@@ -1,7 +1,18 @@
 import pytest
 
-from dialogrl.params import (Bool, DictOf, Float, Int, ListOf, ModelName, OneOf, Optional, ParameterError, Str,
-                             check_params)
+from dialogrl.params import (
+    Bool,
+    DictOf,
+    Float,
+    Int,
+    ListOf,
+    ModelName,
+    OneOf,
+    Optional,
+    ParameterError,
+    Str,
+    check_params,
+)
 
 SPEC = {
     "profile": OneOf("smoke", "cpu", "gpu"),

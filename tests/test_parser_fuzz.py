@@ -11,9 +11,24 @@ import string
 import pytest
 
 from dialogrl.envs.base import Agent
-from dialogrl.envs.dealnodeal import persona_population
-from dialogrl.envs.dealnodeal import ITEMS, DealOrNoDeal, count_vectors, parse_offer, parse_selection
-from dialogrl.envs.telesales import (CATALOG, MAX_PRICE, UNSEEN_BUYERS, TelesalesAgent, VehicleTeleSales, hear, parse_marker, telesales_population)
+from dialogrl.envs.dealnodeal import (
+    ITEMS,
+    DealOrNoDeal,
+    count_vectors,
+    parse_offer,
+    parse_selection,
+    persona_population,
+)
+from dialogrl.envs.telesales import (
+    CATALOG,
+    MAX_PRICE,
+    UNSEEN_BUYERS,
+    TelesalesAgent,
+    VehicleTeleSales,
+    hear,
+    parse_marker,
+    telesales_population,
+)
 from dialogrl.rollout import play
 
 N_STRINGS = 12_000  # per parser (each parser reads every string)

@@ -4,9 +4,9 @@ import torch
 
 from conftest import TOY_CONFIG, play_texts
 from dialogrl.agents import LMAgent
+from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import PERSONAS, ScriptedAgent, persona_population
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
-from dialogrl.envs import DealOrNoDeal
 from dialogrl.models import load_model
 from dialogrl.rollout import play
 from dialogrl.run import seed_everything

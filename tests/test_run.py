@@ -5,8 +5,16 @@ import numpy as np
 import pytest
 import torch
 
-from dialogrl.run import (MetricsLogger, choose_device, make_run_dir, read_metrics, save_summary, seed_everything,
-                          start_run, use_run_dir)
+from dialogrl.run import (
+    MetricsLogger,
+    choose_device,
+    make_run_dir,
+    read_metrics,
+    save_summary,
+    seed_everything,
+    start_run,
+    use_run_dir,
+)
 
 
 def test_seed_everything_repeats_all_generators():

@@ -5,10 +5,27 @@ import re
 
 import numpy as np
 import pytest
-from conftest import play_texts
 
+from conftest import play_texts
 from dialogrl.envs import TASKS, make_task
-from dialogrl.envs.telesales import (BUYER_PERSONAS, CATALOG, FEATURES, SELLER_PERSONAS, TYPES, UNSEEN_BUYERS, TelesalesAgent, TelesalesScenario, VehicleTeleSales, feasible, fits, hear, listen, parse_marker, sample_scenario, telesales_population)
+from dialogrl.envs.telesales import (
+    BUYER_PERSONAS,
+    CATALOG,
+    FEATURES,
+    SELLER_PERSONAS,
+    TYPES,
+    UNSEEN_BUYERS,
+    TelesalesAgent,
+    TelesalesScenario,
+    VehicleTeleSales,
+    feasible,
+    fits,
+    hear,
+    listen,
+    parse_marker,
+    sample_scenario,
+    telesales_population,
+)
 from dialogrl.envs.telesales.corpus import telesales_corpus
 from dialogrl.rollout import play
 from dialogrl.tiny import TINY_MODELS, check_corpus

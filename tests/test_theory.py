@@ -3,12 +3,17 @@ import json
 
 import numpy as np
 import pytest
-from markov_toy import (MarkovDialogue, derail_process, exact_history_kl, exact_history_tv, iid_process,
-                        markov_features)
 
 from dialogrl.plots import compounding_fits, shift_curves
-from dialogrl.theory import (ShiftEstimate, classifier_shift, compounding_check, likelihood_shift, returns_by_horizon,
-                             text_history_features)
+from dialogrl.theory import (
+    ShiftEstimate,
+    classifier_shift,
+    compounding_check,
+    likelihood_shift,
+    returns_by_horizon,
+    text_history_features,
+)
+from markov_toy import MarkovDialogue, derail_process, exact_history_kl, exact_history_tv, iid_process, markov_features
 
 H = 8
 N = 3000
@@ -284,8 +289,8 @@ def test_text_features_for_transcripts():
 def test_returns_by_horizon_plays_paired_games():
     """Scripted negotiators at turn caps 2..8: P's and Q's returns per horizon are the policy's scores on the same
     scenarios, in scenario order, each cell from seed + H (as cross_play would play it alone)."""
-    from dialogrl.envs.dealnodeal import ScriptedAgent
     from dialogrl.envs import DealOrNoDeal
+    from dialogrl.envs.dealnodeal import ScriptedAgent
     from dialogrl.evaluate import cross_play
 
     scenarios = DealOrNoDeal().sample_scenarios(20, seed=3)

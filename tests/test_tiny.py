@@ -18,7 +18,8 @@ def test_build_writes_a_qwen2_model_with_its_record(toy_model_dir):
     info = json.loads((toy_model_dir / "tiny_build.json").read_text())
     config = json.loads((toy_model_dir / "config.json").read_text())
     assert config["model_type"] == "qwen2"
-    assert info["n_parameters"] == sum(p.numel() for p in AutoModelForCausalLM.from_pretrained(toy_model_dir).parameters())
+    model = AutoModelForCausalLM.from_pretrained(toy_model_dir)
+    assert info["n_parameters"] == sum(p.numel() for p in model.parameters())
     assert info["last_loss"] < 0.5 * info["first_loss"]  # the warm start learned something
 
 

@@ -5,8 +5,8 @@ Slow (the first build takes about 4 minutes on 2 cores; later runs take it from 
 import pytest
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import load_model
 from dialogrl.rollout import play
 from dialogrl.run import seed_everything

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import TOY_CONFIG
+from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
-from dialogrl.envs import DealOrNoDeal
 from dialogrl.models import adapter_parameters, load_model
 from dialogrl.rl.trainer import ALGORITHMS, CHOICES, RoleSpec, TrainConfig, Trainer
 from dialogrl.run import MetricsLogger, read_metrics, seed_everything

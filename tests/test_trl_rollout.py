@@ -5,12 +5,20 @@ import pytest
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.base import Turn
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import load_model, resolve_model_path
-from dialogrl.rl.trl_rollout import (SCENARIO_KEY, TokenLayoutError, _ScenarioLookup, grpo_trainer_class,
-                                     layout_turns, make_rollout_func, outcome_reward, scenario_dataset)
+from dialogrl.rl.trl_rollout import (
+    SCENARIO_KEY,
+    TokenLayoutError,
+    _ScenarioLookup,
+    grpo_trainer_class,
+    layout_turns,
+    make_rollout_func,
+    outcome_reward,
+    scenario_dataset,
+)
 from dialogrl.rollout import play
 from dialogrl.run import seed_everything
 

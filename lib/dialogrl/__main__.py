@@ -12,7 +12,8 @@ def main(argv: list[str] | None = None) -> int:
     rep = sub.add_parser("reproduce", help="run every notebook with papermill and write results/REPORT.md")
     rep.add_argument("--only", nargs="+", metavar="STEM", help="run only these notebooks (file stems)")
     rep.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu"],
-                     help="parameter profile: cpu = the notebooks' defaults (default); smoke, gpu = params/<stem>/*.yaml")
+                     help="parameter profile: cpu = the notebooks' defaults (default); "
+                          "smoke, gpu = params/<stem>/*.yaml")
     rep.add_argument("--notebooks", default="notebooks", help="folder of notebooks (default: notebooks)")
     rep.add_argument("--params", default="params", help="folder of profile files (default: params)")
     rep.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
             from dialogrl.reproduce import reproduce
 
             return reproduce(only=args.only, profile=args.profile, notebooks_dir=args.notebooks,
-                             params_dir=args.params, papers_dir=args.papers, results_root=args.results, progress=not args.no_progress)
+                             params_dir=args.params, papers_dir=args.papers, results_root=args.results,
+                             progress=not args.no_progress)
         if args.command == "build-tiny":
             return _build_tiny(args)
     except ValueError as err:
@@ -58,8 +60,10 @@ def _build_tiny(args) -> int:
     info = build_info(path)
     peak_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is KiB on Linux
     print(f"{args.name}: {info['n_parameters'] / 1e6:.2f}M parameters, vocab {info['vocab_size']}, "
-          f"{info['n_conversations']} conversations, warm-start loss {info['first_loss']:.3f} -> {info['last_loss']:.3f}")
-    print(f"built in {info['build_seconds']:.0f} s (this call {time.time() - t0:.0f} s, peak memory {peak_gib:.2f} GiB)")
+          f"{info['n_conversations']} conversations, "
+          f"warm-start loss {info['first_loss']:.3f} -> {info['last_loss']:.3f}")
+    print(f"built in {info['build_seconds']:.0f} s "
+          f"(this call {time.time() - t0:.0f} s, peak memory {peak_gib:.2f} GiB)")
     print(path)
     return 0
 

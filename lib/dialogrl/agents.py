@@ -5,7 +5,7 @@ each game's scripted personas are in its package (`dialogrl.envs.<game>.personas
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from dialogrl.envs.base import ActRequest, Agent, Population, StreamingAgent, Utterance
 

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from dialogrl.envs.base import GameState, Task
 from dialogrl.tokens import pad, token_logprobs
-
 
 # ------------------------------------------------------------------------------------------------------ data
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from dialogrl.envs.base import GameState
 from dialogrl.envs.dealnodeal import SELECTION_TOKEN, DealOrNoDeal, DondScenario

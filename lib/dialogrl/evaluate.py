@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
-from dialogrl.envs.base import Agent
-from dialogrl.envs.base import Task
+from dialogrl.envs.base import Agent, Task
 from dialogrl.rollout import Episode, play
 from dialogrl.run import seed_everything
 

@@ -14,8 +14,8 @@ import contextlib
 import json
 import warnings
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 

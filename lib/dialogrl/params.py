@@ -17,8 +17,9 @@ it got and what is allowed.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 
 class ParameterError(ValueError):

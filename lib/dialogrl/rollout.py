@@ -12,8 +12,8 @@ deterministic on CPU.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from dialogrl.envs.base import ActRequest, Agent, GameState, StreamingAgent, Task, Utterance
 

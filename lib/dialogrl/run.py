@@ -247,7 +247,7 @@ class MetricsLogger:
         _append_jsonl(self.configs_path, record)
         return record
 
-    def tagged(self, **tags: Any) -> "TaggedLogger":
+    def tagged(self, **tags: Any) -> TaggedLogger:
         """A logger writing to the same file whose rows all carry `tags` (e.g. task, method, seed)."""
         return TaggedLogger(self, **tags)
 

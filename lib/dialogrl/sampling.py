@@ -22,8 +22,8 @@ place rather than copying the whole cache, and prefill passes compute logits onl
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Sequence
 
 import torch
 from transformers.cache_utils import DynamicLayer
@@ -198,7 +198,7 @@ class DecodeBatch:
         width = max(self.mask.shape[1], mask.shape[1])
         merged = [(torch.cat([_left_pad(k0, width, 2), _left_pad(k1, width, 2)]),
                    torch.cat([_left_pad(v0, width, 2), _left_pad(v1, width, 2)]))
-                  for (k0, v0), (k1, v1) in zip(((l.keys, l.values) for l in self.past.layers), layers)]
+                  for (k0, v0), (k1, v1) in zip(((layer.keys, layer.values) for layer in self.past.layers), layers)]
         self.past = _cache(self.model, merged)
         self.mask = torch.cat([_left_pad(self.mask, width, 1), _left_pad(mask, width, 1)])
         self.next_pos = torch.cat([self.next_pos, next_pos])
@@ -215,9 +215,9 @@ class DecodeBatch:
         logp = self.logprob_fn(self.logits)                                   # (B, V)
         tok = torch.multinomial(logp.exp(), 1).squeeze(-1)                    # (B,)
         lp = logp.gather(-1, tok[:, None]).squeeze(-1)
-        for b, (t, l) in enumerate(zip(tok.tolist(), lp.tolist())):
+        for b, (t, logprob) in enumerate(zip(tok.tolist(), lp.tolist())):
             self.completions[b].append(t)
-            self.logps[b].append(l)
+            self.logps[b].append(logprob)
         lengths = torch.tensor([len(c) for c in self.completions], device=self.device)
         live = ~torch.isin(tok, self.stop) & (lengths < self.max_new_tokens)
         finished = []

@@ -42,11 +42,10 @@ training-like partner (P) and the deployment partner (Q) on the same scenarios. 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
-
 
 # ------------------------------------------------------------------------------------------------- estimators
 
@@ -112,7 +111,8 @@ def classifier_shift(features_p: Sequence[np.ndarray], features_q: Sequence[np.n
     est, lo, hi, acc_all = [], [], [], []
     for xp, xq in zip(features_p, features_q):
         n = min(len(xp), len(xq))  # balanced classes: the bound 2*acc - 1 assumes equal priors
-        xp, xq = np.asarray(xp, float)[rng.permutation(len(xp))[:n]], np.asarray(xq, float)[rng.permutation(len(xq))[:n]]
+        xp = np.asarray(xp, float)[rng.permutation(len(xp))[:n]]
+        xq = np.asarray(xq, float)[rng.permutation(len(xq))[:n]]
         X, y = np.vstack([xp, xq]), np.r_[np.zeros(n), np.ones(n)]
         if np.all(X.std(0) == 0):  # no feature varies: the classifier can only guess
             correct = rng.random(2 * n) < 0.5

@@ -11,7 +11,7 @@ calling, as `logits.float() / T`.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 

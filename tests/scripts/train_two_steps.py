@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs import DealOrNoDeal
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import adapter_parameters, load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.run import MetricsLogger, seed_everything

@@ -23,8 +23,9 @@ continuously. `Population` plays one of several agents per game.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass

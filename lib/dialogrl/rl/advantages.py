@@ -15,7 +15,7 @@ with rewards on each utterance's last token (`token_gae`).
 """
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+from collections.abc import Hashable, Sequence
 
 import torch
 

@@ -20,9 +20,9 @@ Paper 4, IB-RL: Isolated Bilateral RL (notebook 04). Two roles, each a seat of t
     base               the warm start in both seats.
     unilateral-<role>  that role's adapter trained against the frozen warm start; the other seat stays the warm start,
                        in training and at evaluation.
-    ibrl               both roles trained in joint rollouts, each through its own update path: its own LoRA adapter and
-                       optimizer (`RoleSpec(adapter=role)`; one path per adapter in `rl/trainer.py`), advantages from its
-                       own rewards only (`TrainConfig.isolate=True`), and a loss over its own tokens only (the
+    ibrl               both roles trained in joint rollouts, each through its own update path: its own LoRA adapter
+                       and optimizer (`RoleSpec(adapter=role)`; one path per adapter in `rl/trainer.py`), advantages
+                       from its own rewards only (`TrainConfig.isolate=True`), and a loss over its own tokens only (the
                        completion tokens of its own turns: the loss mask of each role's update path).
     shared             the ablation: both roles through one adapter and optimizer, advantages pooled over the roles
                        (`TrainConfig.isolate=False`).
@@ -35,8 +35,8 @@ over K frozen simulators. They belong in a section of their own at the end of th
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 from dialogrl.envs.base import Agent
 from dialogrl.rl.trainer import RoleSpec

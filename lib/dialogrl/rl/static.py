@@ -30,16 +30,15 @@ rules (the penalty), not learned.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import ActRequest
+from dialogrl.envs.base import ActRequest, GameState, Task, Turn
 from dialogrl.envs.dealnodeal import persona_population
-from dialogrl.envs.base import GameState, Task, Turn
 from dialogrl.rl.advantages import group_advantages
 from dialogrl.rl.trainer import RoleSpec, Sample, Trainer
 from dialogrl.rollout import play
@@ -163,7 +162,7 @@ class TurnRewardModel:
         """The score as used: r = outcome where the game ended, else f_theta - penalty * [rule broken]."""
         return np.where(np.isnan(exact), predicted - self.invalid_penalty * broke, exact)
 
-    def fit(self, contexts: Sequence[Context]) -> "TurnRewardModel":
+    def fit(self, contexts: Sequence[Context]) -> TurnRewardModel:
         """Fit f_theta on (state after the logged turn, the speaker's logged final reward) for every context.
 
         Held out: `test_frac` of the logged games (whole games, so no game is on both sides). Every candidate

@@ -31,16 +31,15 @@ import contextlib
 import importlib.util
 import os
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Mapping
 
 import numpy as np
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import Agent
-from dialogrl.envs.base import Task
+from dialogrl.envs.base import Agent, Task
 from dialogrl.models import adapter_parameters, base_model, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
 from dialogrl.rl.losses import explained_variance, kl_k3, policy_loss, value_loss
@@ -107,7 +106,7 @@ class TrainConfig:
         self.check()
 
     @classmethod
-    def from_params(cls, params: Mapping, **overrides) -> "TrainConfig":
+    def from_params(cls, params: Mapping, **overrides) -> TrainConfig:
         """A config from the keys of `params` that are TrainConfig fields (others are ignored), `overrides` winning;
         checked. An override that is not a field is a TypeError."""
         names = {f.name for f in fields(cls)}
@@ -262,7 +261,7 @@ class Trainer:
                                    for i, r, turns, rw in trajectories])
             adv = group_advantages(totals, [groups[i] for i, *_ in trajectories], cfg.algorithm,
                                    roles=[r for _, r, *_ in trajectories], isolate=cfg.isolate)
-            for (i, role, turns, _), a in zip(trajectories, adv.tolist()):
+            for (_, role, turns, _), a in zip(trajectories, adv.tolist()):
                 out[self.roles[role].adapter] += [Sample(role, t.prompt_ids, t.completion_ids, t.logprobs, a)
                                                   for t in turns]
             return out
@@ -470,7 +469,7 @@ class Trainer:
         vals = acc.reduce(torch.tensor([float(row[n]) for n in names], device=acc.device), reduction="mean")
         return {**row, **dict(zip(names, vals.tolist()))}
 
-    def train(self, log=None, eval_fn: Callable[["Trainer"], dict] | None = None, eval_every: int = 0,
+    def train(self, log=None, eval_fn: Callable[[Trainer], dict] | None = None, eval_every: int = 0,
               progress: bool = True, checkpoint_dir: str | Path | None = None, resume: bool = False) -> list[dict]:
         """Run up to config.steps steps.
 

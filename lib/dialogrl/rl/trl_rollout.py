@@ -58,12 +58,11 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import Agent
-from dialogrl.envs.base import Task, Turn
+from dialogrl.envs.base import Agent, Task, Turn
 from dialogrl.rollout import play
 from dialogrl.trl_compat import grpo_trainer_class  # noqa: F401  (re-exported)
 

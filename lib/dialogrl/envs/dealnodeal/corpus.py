@@ -1,7 +1,7 @@
 """The warm-start corpus of `tiny-dond`: scripted persona self-play as chat conversations."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from dialogrl.envs.dealnodeal.personas import persona_population
 from dialogrl.envs.dealnodeal.task import DealOrNoDeal

@@ -7,11 +7,12 @@ values and the public history (offer protocol), and speaks through a small templ
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from dialogrl.envs.base import ActRequest, Agent, GameState, Population
 from dialogrl.envs.dealnodeal.task import ITEMS, DealOrNoDeal, all_splits, complement, describe, marker, split_value
+
 
 @dataclass(frozen=True)
 class Persona:

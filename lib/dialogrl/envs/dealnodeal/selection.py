@@ -1,7 +1,7 @@
 """A learned selection step for Deal or No Deal's selection protocol (logistic regressions on the talk)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ class SelectionClassifier:
                 onehot[k, 24 + 11 * i + values[i]] = 1
         return sp.hstack([vec.transform(texts), sp.csr_matrix(onehot)]).tocsr()
 
-    def fit(self, task: DealOrNoDeal, games: Sequence[GameState]) -> "SelectionClassifier":
+    def fit(self, task: DealOrNoDeal, games: Sequence[GameState]) -> SelectionClassifier:
         """Fit on finished games whose selections are known (e.g. replayed human logs): both roles of each."""
         from sklearn.linear_model import LogisticRegression
 

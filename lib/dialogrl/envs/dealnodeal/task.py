@@ -36,9 +36,9 @@ from __future__ import annotations
 import itertools
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Sequence
+from functools import cache
 
 import numpy as np
 
@@ -75,13 +75,13 @@ POOL_FREQUENCIES: dict[tuple[int, int, int], int] = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def count_vectors() -> list[tuple[int, int, int]]:
     """Every pool allowed by the rules: each count 1..4, 5..7 items in all."""
     return [c for c in itertools.product(range(1, 5), repeat=3) if 5 <= sum(c) <= 7]
 
 
-@lru_cache(maxsize=None)
+@cache
 def value_vectors(counts: tuple[int, int, int]) -> list[tuple[int, int, int]]:
     """Every non-negative integer value vector v with sum(counts * v) == 10."""
     return [v for v in itertools.product(*(range(TOTAL_VALUE // c + 1) for c in counts))
@@ -93,7 +93,7 @@ def valid_values(va: Sequence[int], vb: Sequence[int]) -> bool:
     return all(a > 0 or b > 0 for a, b in zip(va, vb)) and any(a > 0 and b > 0 for a, b in zip(va, vb))
 
 
-@lru_cache(maxsize=None)
+@cache
 def value_pairs(counts: tuple[int, int, int]) -> list[tuple[tuple[int, int, int], tuple[int, int, int]]]:
     """Every (values of A, values of B) for the pool `counts` that satisfies the rules."""
     vs = value_vectors(counts)

@@ -3,12 +3,35 @@
 
 The corpus plays games through the rollout engine, so import it by its path: `dialogrl.envs.telesales.corpus`.
 """
-from dialogrl.envs.telesales.personas import (ALL_BUYERS, BUYER_PERSONAS, SELLER_PERSONAS, UNSEEN_BUYERS,
-                                              BuyerPersona, SellerPersona, TelesalesAgent, hear, listen,
-                                              telesales_population)
-from dialogrl.envs.telesales.task import (BUYER_PROFILES, CATALOG, FEATURES, MAX_PRICE, TYPES, TelesalesScenario,
-                                          Vehicle, VehicleTeleSales, buy_marker, feasible, fits, good_sale,
-                                          offer_marker, parse_marker, sample_scenario)
+from dialogrl.envs.telesales.personas import (
+                                              ALL_BUYERS,
+                                              BUYER_PERSONAS,
+                                              SELLER_PERSONAS,
+                                              UNSEEN_BUYERS,
+                                              BuyerPersona,
+                                              SellerPersona,
+                                              TelesalesAgent,
+                                              hear,
+                                              listen,
+                                              telesales_population,
+)
+from dialogrl.envs.telesales.task import (
+                                              BUYER_PROFILES,
+                                              CATALOG,
+                                              FEATURES,
+                                              MAX_PRICE,
+                                              TYPES,
+                                              TelesalesScenario,
+                                              Vehicle,
+                                              VehicleTeleSales,
+                                              buy_marker,
+                                              feasible,
+                                              fits,
+                                              good_sale,
+                                              offer_marker,
+                                              parse_marker,
+                                              sample_scenario,
+)
 
 __all__ = ["ALL_BUYERS", "BUYER_PERSONAS", "SELLER_PERSONAS", "UNSEEN_BUYERS", "BuyerPersona", "SellerPersona",
            "TelesalesAgent", "hear", "listen", "telesales_population", "BUYER_PROFILES", "CATALOG", "FEATURES",

@@ -1,7 +1,7 @@
 """The warm-start corpus of `tiny-telesales`: scripted seller and buyer dialogues as chat conversations."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from dialogrl.envs.telesales.personas import TelesalesAgent, telesales_population
 from dialogrl.envs.telesales.task import VehicleTeleSales

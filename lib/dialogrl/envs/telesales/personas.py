@@ -9,12 +9,23 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from dialogrl.envs.base import ActRequest, Agent, GameState, Population
-from dialogrl.envs.telesales.task import (BUYER_PROFILES, CATALOG, MAX_PRICE, TelesalesScenario, VehicleTeleSales,
-                                          article, buy_marker, fits, good_sale, offer_marker, without_markers)
+from dialogrl.envs.telesales.task import (
+    BUYER_PROFILES,
+    CATALOG,
+    MAX_PRICE,
+    TelesalesScenario,
+    VehicleTeleSales,
+    article,
+    buy_marker,
+    fits,
+    good_sale,
+    offer_marker,
+    without_markers,
+)
 
 
 @dataclass(frozen=True)
