@@ -26,4 +26,4 @@ test: $(VENV)/.installed
 	$(PY) -m pytest $(ARGS)
 
 lint: $(VENV)/.installed
-	$(PY) -m ruff check lib tests bench
+	$(PY) -m ruff check lib tests bench notebooks
