@@ -31,10 +31,9 @@ from transformers.cache_utils import DynamicLayer
 
 @dataclass
 class CachedPrefix:
-    """The keys and values of a token sequence: per layer, (kv_heads, T, head_dim) tensors."""
+    """The keys and values of a token sequence `ids`: kv (layers, 2, kv_heads, T, head_dim), keys at [:, 0]."""
     ids: list[int]
-    keys: list[torch.Tensor]
-    values: list[torch.Tensor]
+    kv: torch.Tensor
 
 
 @dataclass
@@ -169,14 +168,14 @@ class DecodeBatch:
         if L > 0:
             ref = next(p for p in prefixes if p is not None)
             layers = []
-            for layer in range(len(ref.keys)):
-                h, _, d = ref.keys[layer].shape
-                k = torch.zeros(B, h, L, d, dtype=ref.keys[layer].dtype, device=dev)
+            for layer in range(ref.kv.shape[0]):
+                h, _, d = ref.kv.shape[2:]
+                k = torch.zeros(B, h, L, d, dtype=ref.kv.dtype, device=dev)
                 v = torch.zeros_like(k)
                 for b, (p, n) in enumerate(zip(prefixes, cached)):
                     if n:
-                        k[b, :, L - n:] = p.keys[layer][:, :n]
-                        v[b, :, L - n:] = p.values[layer][:, :n]
+                        k[b, :, L - n:] = p.kv[layer, 0, :, :n]
+                        v[b, :, L - n:] = p.kv[layer, 1, :, :n]
                 layers.append((k, v))
             past = _cache(self.model, layers)
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True,
@@ -226,8 +225,8 @@ class DecodeBatch:
             if self.keep_cache:   # prompt + completion[:-1]: the last sampled token was never fed back
                 real = self.mask[b].bool()
                 cache = CachedPrefix(self.prompts[b] + self.completions[b][:-1],
-                                     [layer.keys[b][:, real].clone() for layer in self.past.layers],
-                                     [layer.values[b][:, real].clone() for layer in self.past.layers])
+                                     torch.stack([torch.stack([layer.keys[b][:, real], layer.values[b][:, real]])
+                                                  for layer in self.past.layers]))
             finished.append(Finished(self.keys[b], self.completions[b], self.logps[b], cache))
         if not live.all():
             keep = live.nonzero().squeeze(-1)
@@ -252,15 +251,34 @@ class DecodeBatch:
         return finished
 
 
+def decode_batch(model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
+                 logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
+                 join_fraction: float = 0.25, lean: bool | None = None):
+    """A decode batch for `model` (the DecodeBatch interface): the lean engine (`dialogrl.fastdecode`) where it
+    supports the model, else the HF forward (`DecodeBatch`).
+
+    lean: None (the lean engine for supported models on the CPU, where the HF forward's Python overhead dominates a
+    tiny model's step; on a GPU the HF path keeps bf16 kernels and memory as they are), True (wherever supported),
+    False (always the HF path).
+    """
+    from dialogrl.fastdecode import FastDecodeBatch, lean_supported
+
+    on_cpu = next(model.parameters()).device.type == "cpu"
+    if lean is not False and (lean or on_cpu) and lean_supported(model):
+        return FastDecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+    return DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+
+
 def sample_turns(model, prompts: Sequence[list[int]], pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor],
-                 prefixes: Sequence[CachedPrefix | None] | None = None, keep_cache: bool = False):
+                 prefixes: Sequence[CachedPrefix | None] | None = None, keep_cache: bool = False,
+                 lean: bool | None = None):
     """Sample one completion per prompt in one DecodeBatch (all rows start together).
 
-    prompts: token ids per row. prefixes: per row, an earlier context's cache or None.
+    prompts: token ids per row. prefixes: per row, an earlier context's cache or None. lean: see `decode_batch`.
     Returns (completions, logprobs, caches), per row in order.
     """
-    batch = DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache=keep_cache)
+    batch = decode_batch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache=keep_cache, lean=lean)
     for i, (q, p) in enumerate(zip(prompts, prefixes if prefixes is not None else [None] * len(prompts))):
         batch.add(i, q, p)
     done: dict[int, Finished] = {}
