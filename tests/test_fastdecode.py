@@ -117,3 +117,17 @@ def test_rows_joining_and_leaving_get_a_fresh_forward_pass_logprobs(toy, lean):
         fresh = logp.gather(-1, torch.tensor(f.completion)[:, None]).squeeze(-1)
         assert torch.allclose(fresh, torch.tensor(f.logprobs), atol=1e-4)
         assert f.cache.ids == prompts[key] + f.completion[:-1] and f.cache.kv.shape[3] == len(f.cache.ids)
+
+
+def test_sample_categorical_draws_from_the_rows_distribution():
+    """Inverse-CDF sampling: each row's frequencies match its (unnormalised) probabilities; zero mass is never drawn."""
+    from dialogrl.sampling import sample_categorical
+
+    torch.manual_seed(0)
+    probs = torch.tensor([[0.2, 0.0, 0.5, 0.3, 0.0], [0.0, 0.0, 0.0, 2.0, 0.0], [1.0, 1.0, 1.0, 1.0, 0.0]])
+    n = 20000
+    draws = sample_categorical(probs.repeat(n, 1)).view(n, 3)
+    for r in range(3):
+        freq = torch.bincount(draws[:, r], minlength=5).float() / n
+        assert torch.allclose(freq, probs[r] / probs[r].sum(), atol=0.015)
+        assert (freq[probs[r] == 0] == 0).all()

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from dialogrl.sampling import CachedPrefix, Finished, common_prefix
+from dialogrl.sampling import CachedPrefix, Finished, common_prefix, sample_categorical
 
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")   # rope types whose inverse frequencies do not depend on length
 
@@ -181,29 +181,49 @@ class LeanModel:
         w = self.weights()
         B, M = ids.shape
         nh, kvh, d, H = self.nh, self.kvh, self.d, self.H
-        pos = start[:, None] + torch.arange(M, device=ids.device)               # (B, M) positions = columns
+        S, T_cap = kv.shape[2], kv.shape[4]
+        dev = ids.device
+        pos = start[:, None] + torch.arange(M, device=dev)                        # (B, M) positions = columns
         T = int(start.max()) + M                                                 # columns any query may see
         self._rope(T)
+        # RoPE over all nh + 2 kvh heads of the fused qkv at once: q and k heads rotate, v heads get cos 1, sin 0
         cos, sin = self.cos[pos][:, :, None], self.sin[pos][:, :, None]          # (B, M, 1, d)
-        mask = (torch.arange(T, device=ids.device) <= pos[..., None])[:, None]  # (B, 1, M, T)
-        rows = torch.arange(B, device=ids.device)[:, None]                       # (B, 1)
+        heads = nh + kvh
+        cos = torch.cat([cos.expand(B, M, heads, d), cos.new_ones(B, M, kvh, d)], dim=2)   # (B, M, nh+2kvh, d)
+        sin = torch.cat([sin.expand(B, M, heads, d), sin.new_zeros(B, M, kvh, d)], dim=2)
+        # where each new key/value row goes in a layer's flat (2 S kvh T_cap, d) view: [b, m, j] for j < kvh the
+        # key head j, for j >= kvh the value head j - kvh, of slot first + b at column pos[b, m]
+        j = torch.arange(2 * kvh, device=dev)
+        head_row = (j // kvh) * S * kvh + (first + torch.arange(B, device=dev)[:, None]) * kvh + j % kvh  # (B, 2kvh)
+        dest = (head_row[:, None, :] * T_cap + pos[..., None]).view(-1)         # (B M 2kvh,)
+        groups = nh // kvh                                                       # query heads per key/value head
+        if M == 1:   # decoding: an additive mask over the columns, one row per (row, kv head, query head of it)
+            bias = torch.zeros(B, 1, 1, T, device=dev, dtype=cos.dtype).masked_fill_(
+                torch.arange(T, device=dev) > pos[:, None, None], float("-inf"))
+            bias = bias.expand(B, kvh, groups, T).reshape(B * kvh, groups, T)
+        else:
+            mask = (torch.arange(T, device=dev) <= pos[..., None])[:, None]     # (B, 1, M, T)
         x = F.embedding(ids, self.core.embed_tokens.weight).view(B * M, H)       # (B M, H)
         for layer, lw in enumerate(w):
             h = F.rms_norm(x, (H,), lw.ln1, self.eps)
-            qkv = F.linear(h, lw.qkv, lw.qkv_bias).view(B, M, nh + 2 * kvh, d)
-            qk = qkv[:, :, :nh + kvh]                                            # RoPE on q and k heads at once
-            qk = qk * cos + torch.cat([-qk[..., d // 2:], qk[..., :d // 2]], dim=-1) * sin
-            K, V = kv[layer, 0, first:first + B], kv[layer, 1, first:first + B]  # (B, kvh, T_cap, d) views
-            K[rows, :, pos] = qk[:, :, nh:]                                      # (B, M, kvh, d) into the slots
-            V[rows, :, pos] = qkv[:, :, nh + kvh:]
-            q = qk[:, :, :nh].transpose(1, 2)                                    # (B, nh, M, d)
-            a = F.scaled_dot_product_attention(q, K[:, :, :T], V[:, :, :T], attn_mask=mask, enable_gqa=True)
-            x = torch.addmm(x, a.transpose(1, 2).reshape(B * M, nh * d), lw.o.t())   # x + attn @ W_o^T
+            qkv = F.linear(h, lw.qkv, lw.qkv_bias).view(B, M, heads + kvh, d)
+            qkv = torch.addcmul(qkv * cos, torch.cat([-qkv[..., d // 2:], qkv[..., :d // 2]], dim=-1), sin)
+            kv[layer].view(-1, d).index_copy_(0, dest, qkv[:, :, nh:].reshape(-1, d))
+            K, V = kv[layer, 0, first:first + B, :, :T], kv[layer, 1, first:first + B, :, :T]  # (B, kvh, T, d)
+            if M == 1:   # the query heads that share a key/value head as g rows of one matmul
+                q = qkv[:, 0, :nh].reshape(B * kvh, groups, d)
+                p = torch.baddbmm(bias, q, K.reshape(B * kvh, T, d).transpose(1, 2), alpha=d ** -0.5).softmax(-1)
+                a = torch.bmm(p, V.reshape(B * kvh, T, d)).view(B, nh * d)
+            else:
+                q = qkv[:, :, :nh].transpose(1, 2)                                # (B, nh, M, d)
+                a = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, enable_gqa=True)
+                a = a.transpose(1, 2).reshape(B * M, nh * d)
+            x = torch.addmm(x, a, lw.o.t())                                       # x + attn @ W_o^T
             h = F.rms_norm(x, (H,), lw.ln2, self.eps)
             g, u = (h @ lw.gate_up.t()).chunk(2, dim=-1)                         # (B M, I) each
             x = torch.addmm(x, F.silu(g) * u, lw.down.t())                       # x + SwiGLU
         if last is not None:
-            x = x.view(B, M, H)[rows[:, 0], last]                                # (B, H)
+            x = x.view(B, M, H)[torch.arange(B, device=dev), last]              # (B, H)
         x = F.rms_norm(x, (H,), self.core.norm.weight, self.eps)
         return x @ self.lm_head.weight.t()                                       # (B, V)
 
@@ -316,7 +336,7 @@ class FastDecodeBatch:
         if not B:
             return []
         logp = self.logprob_fn(self.logits)                                   # (B, V)
-        tok = torch.multinomial(logp.exp(), 1).squeeze(-1)                    # (B,)
+        tok = sample_categorical(logp.exp())                                  # (B,)
         lp = logp.gather(-1, tok[:, None]).squeeze(-1)
         rows = torch.arange(B, device=self.device)
         self.sampled[rows, self.n_new], self.sampled_lp[rows, self.n_new] = tok, lp

