@@ -175,55 +175,64 @@ class LeanModel:
 
         kv: (layers, 2, slots, kvh, T_cap, d), written in place at those positions; the rows attend to their own
         columns up to each query's position. last: (B,) index of each row's last real token in `ids` (rows right-
-        padded; the padding's keys/values land past the row's length, where later tokens overwrite them), or None
-        for M = 1. Returns the next-token logits (B, V) at each row's last real token.
+        padded; the padding is never computed), or None for M = 1. Returns the next-token logits (B, V) at each
+        row's last real token.
         """
         w = self.weights()
         B, M = ids.shape
         nh, kvh, d, H = self.nh, self.kvh, self.d, self.H
+        heads, groups = nh + kvh, nh // kvh                  # heads that RoPE turns; query heads per key/value head
         S, T_cap = kv.shape[2], kv.shape[4]
         dev = ids.device
         pos = start[:, None] + torch.arange(M, device=dev)                        # (B, M) positions = columns
         T = int(start.max()) + M                                                 # columns any query may see
         self._rope(T)
+        # the real tokens, packed, so that no matmul runs on padding: N = B when decoding, the rows' lengths summed
+        # in a prefill; `real` indexes them in the flattened (B M) layout, `row` and `tpos` are their row and position
+        if last is None:
+            real, row, tpos = None, torch.arange(B, device=dev), pos.view(-1)
+            x = F.embedding(ids.view(-1), self.core.embed_tokens.weight)          # (N, H)
+        else:
+            real = (torch.arange(M, device=dev) <= last[:, None]).view(-1).nonzero().squeeze(-1)
+            row, tpos = real // M, pos.view(-1)[real]
+            x = F.embedding(ids.view(-1)[real], self.core.embed_tokens.weight)
+        N = tpos.shape[0]
         # RoPE over all nh + 2 kvh heads of the fused qkv at once: q and k heads rotate, v heads get cos 1, sin 0
-        cos, sin = self.cos[pos][:, :, None], self.sin[pos][:, :, None]          # (B, M, 1, d)
-        heads = nh + kvh
-        cos = torch.cat([cos.expand(B, M, heads, d), cos.new_ones(B, M, kvh, d)], dim=2)   # (B, M, nh+2kvh, d)
-        sin = torch.cat([sin.expand(B, M, heads, d), sin.new_zeros(B, M, kvh, d)], dim=2)
-        # where each new key/value row goes in a layer's flat (2 S kvh T_cap, d) view: [b, m, j] for j < kvh the
-        # key head j, for j >= kvh the value head j - kvh, of slot first + b at column pos[b, m]
+        cos, sin = self.cos[tpos][:, None], self.sin[tpos][:, None]              # (N, 1, d)
+        cos = torch.cat([cos.expand(N, heads, d), cos.new_ones(N, kvh, d)], dim=1)   # (N, nh + 2 kvh, d)
+        sin = torch.cat([sin.expand(N, heads, d), sin.new_zeros(N, kvh, d)], dim=1)
+        # where each new key/value row goes in a layer's flat (2 S kvh T_cap, d) view: [n, j] for j < kvh the key
+        # head j, for j >= kvh the value head j - kvh, of slot first + row[n] at column tpos[n]
         j = torch.arange(2 * kvh, device=dev)
-        head_row = (j // kvh) * S * kvh + (first + torch.arange(B, device=dev)[:, None]) * kvh + j % kvh  # (B, 2kvh)
-        dest = (head_row[:, None, :] * T_cap + pos[..., None]).view(-1)         # (B M 2kvh,)
-        groups = nh // kvh                                                       # query heads per key/value head
+        head_row = (j // kvh) * S * kvh + (first + row[:, None]) * kvh + j % kvh  # (N, 2 kvh)
+        dest = (head_row * T_cap + tpos[:, None]).view(-1)                       # (N 2 kvh,)
         if M == 1:   # decoding: an additive mask over the columns, one row per (row, kv head, query head of it)
             bias = torch.zeros(B, 1, 1, T, device=dev, dtype=cos.dtype).masked_fill_(
                 torch.arange(T, device=dev) > pos[:, None, None], float("-inf"))
             bias = bias.expand(B, kvh, groups, T).reshape(B * kvh, groups, T)
         else:
             mask = (torch.arange(T, device=dev) <= pos[..., None])[:, None]     # (B, 1, M, T)
-        x = F.embedding(ids, self.core.embed_tokens.weight).view(B * M, H)       # (B M, H)
         for layer, lw in enumerate(w):
             h = F.rms_norm(x, (H,), lw.ln1, self.eps)
-            qkv = F.linear(h, lw.qkv, lw.qkv_bias).view(B, M, heads + kvh, d)
+            qkv = F.linear(h, lw.qkv, lw.qkv_bias).view(N, heads + kvh, d)
             qkv = torch.addcmul(qkv * cos, torch.cat([-qkv[..., d // 2:], qkv[..., :d // 2]], dim=-1), sin)
-            kv[layer].view(-1, d).index_copy_(0, dest, qkv[:, :, nh:].reshape(-1, d))
+            kv[layer].view(-1, d).index_copy_(0, dest, qkv[:, nh:].reshape(-1, d))
             K, V = kv[layer, 0, first:first + B, :, :T], kv[layer, 1, first:first + B, :, :T]  # (B, kvh, T, d)
-            if M == 1:   # the query heads that share a key/value head as g rows of one matmul
-                q = qkv[:, 0, :nh].reshape(B * kvh, groups, d)
+            if M == 1:   # the query heads that share a key/value head as `groups` rows of one matmul
+                q = qkv[:, :nh].reshape(B * kvh, groups, d)
                 p = torch.baddbmm(bias, q, K.reshape(B * kvh, T, d).transpose(1, 2), alpha=d ** -0.5).softmax(-1)
                 a = torch.bmm(p, V.reshape(B * kvh, T, d)).view(B, nh * d)
-            else:
-                q = qkv[:, :, :nh].transpose(1, 2)                                # (B, nh, M, d)
-                a = F.scaled_dot_product_attention(q, K, V, attn_mask=mask, enable_gqa=True)
-                a = a.transpose(1, 2).reshape(B * M, nh * d)
+            else:        # queries back in the padded (B, M) layout for SDPA, the outputs packed again
+                q = qkv.new_zeros(B * M, nh, d).index_copy_(0, real, qkv[:, :nh])
+                a = F.scaled_dot_product_attention(q.view(B, M, nh, d).transpose(1, 2), K, V, attn_mask=mask,
+                                                   enable_gqa=True)              # (B, nh, M, d)
+                a = a.transpose(1, 2).reshape(B * M, nh * d)[real]              # (N, nh d)
             x = torch.addmm(x, a, lw.o.t())                                       # x + attn @ W_o^T
             h = F.rms_norm(x, (H,), lw.ln2, self.eps)
-            g, u = (h @ lw.gate_up.t()).chunk(2, dim=-1)                         # (B M, I) each
+            g, u = (h @ lw.gate_up.t()).chunk(2, dim=-1)                         # (N, I) each
             x = torch.addmm(x, F.silu(g) * u, lw.down.t())                       # x + SwiGLU
         if last is not None:
-            x = x.view(B, M, H)[torch.arange(B, device=dev), last]              # (B, H)
+            x = x[(last + 1).cumsum(0) - 1]                                       # (B, H) each row's last token
         x = F.rms_norm(x, (H,), self.core.norm.weight, self.eps)
         return x @ self.lm_head.weight.t()                                       # (B, V)
 

@@ -62,7 +62,7 @@ def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
     cdf = probs.to(dtype).cumsum(-1)                                          # (B, V)
     u = torch.rand(probs.shape[0], 1, dtype=dtype, device=probs.device) * cdf[:, -1:]
     # a u rounded up to the whole mass would fall past the end: the last index with mass is the cap
-    cap = torch.searchsorted(cdf, cdf[:, -1:], right=False)
+    cap = torch.searchsorted(cdf, cdf[:, -1:].contiguous(), right=False)
     return torch.minimum(torch.searchsorted(cdf, u, right=True), cap).squeeze(-1)
 
 
