@@ -131,3 +131,20 @@ def test_sample_categorical_draws_from_the_rows_distribution():
         freq = torch.bincount(draws[:, r], minlength=5).float() / n
         assert torch.allclose(freq, probs[r] / probs[r].sum(), atol=0.015)
         assert (freq[probs[r] == 0] == 0).all()
+
+
+@pytest.mark.gpu
+def test_bf16_on_cuda_keeps_the_hf_path_and_lean_runs_when_asked(toy_model_dir):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    model, tok = load_model(str(toy_model_dir), device="cuda", bf16=True)
+    args = (model, tok.pad_token_id, [tok.eos_token_id], 8, lambda x: x.float().log_softmax(-1))
+    assert isinstance(decode_batch(*args), DecodeBatch)
+    for lean in (None, True):
+        batch = decode_batch(*args, lean=lean)
+        batch.add(0, SEQS[0])
+        batch.add(1, SEQS[2])
+        done = []
+        while batch:
+            done += batch.step()
+        assert sorted(f.key for f in done) == [0, 1] and all(len(f.completion) == len(f.logprobs) for f in done)

@@ -269,14 +269,15 @@ def decode_batch(model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: in
     """A decode batch for `model` (the DecodeBatch interface): the lean engine (`dialogrl.fastdecode`) where it
     supports the model, else the HF forward (`DecodeBatch`).
 
-    lean: None (the lean engine for supported models on the CPU, where the HF forward's Python overhead dominates a
-    tiny model's step; on a GPU the HF path keeps bf16 kernels and memory as they are), True (wherever supported),
-    False (always the HF path).
+    lean: None (the lean engine for supported fp32 models on the CPU, where the HF forward's Python overhead
+    dominates a tiny model's step; on a GPU, or in bf16, the HF path keeps its kernels, numerics and memory as they
+    are), True (wherever supported), False (always the HF path).
     """
     from dialogrl.fastdecode import FastDecodeBatch, lean_supported
 
-    on_cpu = next(model.parameters()).device.type == "cpu"
-    if lean is not False and (lean or on_cpu) and lean_supported(model):
+    p = next(model.parameters())
+    auto = p.device.type == "cpu" and p.dtype == torch.float32
+    if lean is not False and (lean or auto) and lean_supported(model):
         return FastDecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
     return DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
 
