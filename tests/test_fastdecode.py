@@ -4,9 +4,9 @@ rows join and leave mid-batch."""
 import pytest
 import torch
 
-from dialogrl.fastdecode import FastDecodeBatch, LeanModel, lean_supported
+from dialogrl.fastdecode import FastDecodeBatch, LeanModel, decode_batch, lean_supported
 from dialogrl.models import add_adapters, base_model, load_model, use_adapter
-from dialogrl.sampling import DecodeBatch, decode_batch
+from dialogrl.sampling import DecodeBatch
 
 SEQS = [[5, 17, 33, 8, 41, 9, 12], [7, 3], [22, 19, 4, 61, 30, 2, 11, 45, 13, 6, 28]]
 

@@ -31,7 +31,7 @@ class LMAgent(StreamingAgent):
                  max_new_tokens: int = 48, temperature: float = 1.0, top_p: float = 1.0,
                  select_by_likelihood: bool = True, reuse_cache: bool = True, lean: bool | None = None):
         self.model, self.tok, self.adapter = model, tokenizer, adapter
-        self.lean = lean  # the decoding engine: see dialogrl.sampling.decode_batch
+        self.lean = lean  # the decoding engine: see dialogrl.fastdecode.decode_batch
         self.reuse_cache = reuse_cache
         self._cache: dict[tuple, tuple] = {}  # (id(state), role) -> (state, CachedPrefix of its last turn)
         self.name = name or adapter or "lm"
@@ -59,7 +59,7 @@ class LMAgent(StreamingAgent):
     # step at a time, collect the turns that ended. `act` is the same, for one batch of requests at once.
     def submit(self, requests: Sequence[ActRequest]) -> None:
         """Queue one turn per request; it joins the running batch (continuing from the game's cached context)."""
-        from dialogrl.sampling import decode_batch
+        from dialogrl.fastdecode import decode_batch
 
         if self._batch is None:
             self._batch = decode_batch(self.model, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
@@ -114,7 +114,7 @@ class LMAgent(StreamingAgent):
 
     def generate(self, messages_batch: Sequence[list[dict]]) -> list[Utterance]:
         """Sample one turn for every chat view in one batch, outside any game (no cache kept)."""
-        from dialogrl.sampling import sample_turns
+        from dialogrl.fastdecode import sample_turns
 
         prompts = self.encode(messages_batch)
         with self._context():

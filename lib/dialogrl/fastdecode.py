@@ -21,8 +21,8 @@ storage of every source tensor (optimizer steps and `copy_` under no_grad bump i
 rollouts is seen without an explicit call; `LeanModel.invalidate()` forces a rebuild (e.g. after writing through
 `.data`, which the counters do not see).
 
-`lean_supported(model)` says whether a model can run here; other architectures (and, by default, models off the
-CPU) use the HF path (`sampling.DecodeBatch`), see `sampling.decode_batch`.
+`lean_supported(model)` says whether a model can run here; `decode_batch` (and `sample_turns`, which the agents
+call) pick this engine or the HF path (`sampling.DecodeBatch`: other architectures and, by default, bf16 or GPU).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from dialogrl.sampling import CachedPrefix, Finished, common_prefix, sample_categorical
+from dialogrl.sampling import CachedPrefix, DecodeBatch, Finished, common_prefix, sample_categorical
 
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")   # rope types whose inverse frequencies do not depend on length
 
@@ -370,3 +370,40 @@ class FastDecodeBatch:
         self.logits = self.lean.forward(self.kv, tok[:, None], self.lens, 0)
         self.lens = self.lens + 1
         return finished
+
+
+def decode_batch(model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
+                 logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
+                 join_fraction: float = 0.25, lean: bool | None = None):
+    """A decode batch for `model` (the DecodeBatch interface): the lean engine (`dialogrl.fastdecode`) where it
+    supports the model, else the HF forward (`DecodeBatch`).
+
+    lean: None (the lean engine for supported fp32 models on the CPU, where the HF forward's Python overhead
+    dominates a tiny model's step; on a GPU, or in bf16, the HF path keeps its kernels, numerics and memory as they
+    are), True (wherever supported), False (always the HF path).
+    """
+    p = next(model.parameters())
+    auto = p.device.type == "cpu" and p.dtype == torch.float32
+    if lean is not False and (lean or auto) and lean_supported(model):
+        return FastDecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+    return DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+
+
+def sample_turns(model, prompts: Sequence[list[int]], pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
+                 logprob_fn: Callable[[torch.Tensor], torch.Tensor],
+                 prefixes: Sequence[CachedPrefix | None] | None = None, keep_cache: bool = False,
+                 lean: bool | None = None):
+    """Sample one completion per prompt in one DecodeBatch (all rows start together).
+
+    prompts: token ids per row. prefixes: per row, an earlier context's cache or None. lean: see `decode_batch`.
+    Returns (completions, logprobs, caches), per row in order.
+    """
+    batch = decode_batch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache=keep_cache, lean=lean)
+    for i, (q, p) in enumerate(zip(prompts, prefixes if prefixes is not None else [None] * len(prompts))):
+        batch.add(i, q, p)
+    done: dict[int, Finished] = {}
+    while batch:
+        for f in batch.step():
+            done[f.key] = f
+    rows = [done[i] for i in range(len(prompts))]
+    return [f.completion for f in rows], [f.logprobs for f in rows], [f.cache for f in rows]

@@ -19,6 +19,10 @@ row uses any more are trimmed. Each row leaves with its cache (prompt + completi
 sampled but never fed back), ready for the dialogue's next turn.
 The batch cache's layers (`GrowingLayer`) keep spare columns, so a decoding step writes its new keys and values in
 place rather than copying the whole cache, and prefill passes compute logits only at each row's last position.
+
+This is the engine for any HF causal LM. Qwen2/Llama-architecture models in fp32 on the CPU decode through the lean
+engine of `dialogrl.fastdecode` (same interface and results, a fraction of the per-step overhead); its
+`decode_batch` picks the engine and its `sample_turns` samples one batch of prompts.
 """
 from __future__ import annotations
 
@@ -261,42 +265,3 @@ class DecodeBatch:
         self.past, self.logits = out.past_key_values, out.logits[:, -1]
         self.next_pos = self.next_pos + 1
         return finished
-
-
-def decode_batch(model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
-                 logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
-                 join_fraction: float = 0.25, lean: bool | None = None):
-    """A decode batch for `model` (the DecodeBatch interface): the lean engine (`dialogrl.fastdecode`) where it
-    supports the model, else the HF forward (`DecodeBatch`).
-
-    lean: None (the lean engine for supported fp32 models on the CPU, where the HF forward's Python overhead
-    dominates a tiny model's step; on a GPU, or in bf16, the HF path keeps its kernels, numerics and memory as they
-    are), True (wherever supported), False (always the HF path).
-    """
-    from dialogrl.fastdecode import FastDecodeBatch, lean_supported
-
-    p = next(model.parameters())
-    auto = p.device.type == "cpu" and p.dtype == torch.float32
-    if lean is not False and (lean or auto) and lean_supported(model):
-        return FastDecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
-    return DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
-
-
-def sample_turns(model, prompts: Sequence[list[int]], pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
-                 logprob_fn: Callable[[torch.Tensor], torch.Tensor],
-                 prefixes: Sequence[CachedPrefix | None] | None = None, keep_cache: bool = False,
-                 lean: bool | None = None):
-    """Sample one completion per prompt in one DecodeBatch (all rows start together).
-
-    prompts: token ids per row. prefixes: per row, an earlier context's cache or None. lean: see `decode_batch`.
-    Returns (completions, logprobs, caches), per row in order.
-    """
-    batch = decode_batch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache=keep_cache, lean=lean)
-    for i, (q, p) in enumerate(zip(prompts, prefixes if prefixes is not None else [None] * len(prompts))):
-        batch.add(i, q, p)
-    done: dict[int, Finished] = {}
-    while batch:
-        for f in batch.step():
-            done[f.key] = f
-    rows = [done[i] for i in range(len(prompts))]
-    return [f.completion for f in rows], [f.logprobs for f in rows], [f.cache for f in rows]
