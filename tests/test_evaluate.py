@@ -240,3 +240,5 @@ def test_power_analysis_of_a_paired_claim():
     assert out["seeds"] == 4 and out["games"] == 240 and out["units"] == 30
     assert 0 < out["mde"] and out["detectable"] == (out["mde"] <= 1.0) and out["paper_effect"] == 1.0
     assert power_analysis(a, b, "score", paper_effect=None)["detectable"] is None
+    one = power_analysis(a[a.seed == 0], b[b.seed == 0], "score", paper_effect=1.0)  # one seed: no MDE, no nan
+    assert one["seeds"] == 1 and one["mde"] is None and one["detectable"] is None and one["tau2"] is None

@@ -206,7 +206,7 @@ def power_analysis(a: pd.DataFrame, b: pd.DataFrame, metric: str, paper_effect: 
     components for planning other designs (`design_mde`).
 
     Returns {"mde", "paper_effect", "detectable" (mde <= |paper_effect|), "seeds", "games", "units", "sd_seed",
-    "tau2", "sigma2"}.
+    "tau2", "sigma2"}; what a single seed cannot estimate is None.
     """
     d, _ = _pair_games(a, b, metric, keys, cluster)
     comp = variance_components(d, "diff", cluster, unit) if cluster in d else None
@@ -215,10 +215,10 @@ def power_analysis(a: pd.DataFrame, b: pd.DataFrame, metric: str, paper_effect: 
            "paper_effect": None if paper_effect is None else float(paper_effect),
            "seeds": seeds, "games": int(len(d))}
     out["detectable"] = (bool(out["mde"] <= abs(paper_effect)) if paper_effect is not None and np.isfinite(out["mde"])
-                         else None)
+                         else None)  # None: no paper effect to compare with, or one seed (no MDE)
     if comp:
         out.update({k: comp[k] for k in ("units", "sd_seed", "tau2", "sigma2")})
-    return out
+    return {k: None if isinstance(v, float) and not np.isfinite(v) else v for k, v in out.items()}  # JSON: no nan
 
 
 def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> list[dict]:
