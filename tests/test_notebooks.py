@@ -104,6 +104,8 @@ def check_01(summary: dict, params: dict):
     _claims(summary["claims"], n)
     assert {"score.interactive_minus_static", "score.calibrated_minus_interactive",
             "mismatch.interactive_minus_base"} <= set(summary["claims"])
+    _power(summary["power"], n, ["score.interactive_minus_static", "score.calibrated_minus_interactive",
+                                 "score.static_minus_base"])
     shift = summary["shift"]
     assert shift["verdict"] in ("quadratic", "linear", "not shown")
     assert shift["bound_test"] in ("valid", "indicative") and shift["reward"] == "terminal"
