@@ -188,3 +188,57 @@ def test_cross_play_returns_the_games_it_played():
     assert list(played) == [("greedy", "fair", "B")] and len(played["greedy", "fair", "B"]) == 10
     assert [e.outcome["B"]["score"] for e in played["greedy", "fair", "B"]] == df["score"].tolist()
     assert df.equals(cross_play(TASK, policies, panel, scenarios, seats=["B"]))  # the same games either way
+
+
+def test_mde_has_the_power_it_claims():
+    """At the MDE the t-test over seeds rejects 80% of the time, at 0 5%; for many seeds the MDE approaches
+    (z_.975 + z_.8) sd / sqrt(n)."""
+    from scipy import stats
+
+    from dialogrl.evaluate import mde
+
+    rng = np.random.default_rng(0)
+    for n in (3, 5, 10):
+        effect = mde(1.0, n)
+        x = rng.normal(effect, 1.0, size=(20000, n))
+        p = stats.ttest_1samp(x, 0.0, axis=1).pvalue
+        assert 0.78 < (p < 0.05).mean() < 0.82, n
+        x0 = rng.normal(0.0, 1.0, size=(20000, n))
+        assert 0.04 < (stats.ttest_1samp(x0, 0.0, axis=1).pvalue < 0.05).mean() < 0.06
+    assert mde(1.0, 2000) == pytest.approx((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) / np.sqrt(2000), rel=0.01)
+    assert mde(2.0, 5) == pytest.approx(2 * mde(1.0, 5)) and np.isnan(mde(1.0, 1)) and mde(0.0, 3) == 0.0
+
+
+def test_variance_components_and_design_mde():
+    from dialogrl.evaluate import design_mde, mde, variance_components
+
+    rng = np.random.default_rng(1)
+    tau, sigma, n, m = 0.5, 2.0, 40, 200
+    rows = [{"seed": s, "scenario": k, "counterpart": c, "diff": shift + rng.normal(0, sigma)}
+            for s in range(n) for shift in [rng.normal(0, tau)] for k in range(m) for c in ("x",)]
+    comp = variance_components(pd.DataFrame(rows))
+    assert comp["seeds"] == n and comp["units"] == m
+    assert comp["sigma2"] == pytest.approx(sigma ** 2, rel=0.05)
+    assert comp["tau2"] == pytest.approx(tau ** 2, rel=0.5)
+    # the design's sd is sqrt(tau2 + sigma2 / units): more seeds shrink the MDE, more scenarios only the second term
+    assert design_mde(comp, 10, m) == pytest.approx(mde(np.sqrt(comp["tau2"] + comp["sigma2"] / m), 10))
+    assert design_mde(comp, 20, m) < design_mde(comp, 10, m)
+    assert design_mde(comp, 10, 10 * m) > mde(np.sqrt(comp["tau2"]), 10)
+
+
+def test_power_analysis_of_a_paired_claim():
+    from dialogrl.evaluate import power_analysis
+
+    rng = np.random.default_rng(2)
+
+    def rows(shift, seed_shifts):
+        return pd.DataFrame([{"counterpart": c, "scenario": k, "seed": s, "score": k % 3 + shift + d + rng.normal()}
+                             for s, d in enumerate(seed_shifts) for k in range(30) for c in ("p", "q")])
+
+    a, b = rows(0.5, [0.3, -0.2, 0.1, 0.0]), rows(0.0, [0.0, 0.0, 0.0, 0.0])
+    out = power_analysis(a, b, "score", paper_effect=1.0)
+    assert out["seeds"] == 4 and out["games"] == 240 and out["units"] == 30
+    assert 0 < out["mde"] and out["detectable"] == (out["mde"] <= 1.0) and out["paper_effect"] == 1.0
+    assert power_analysis(a, b, "score", paper_effect=None)["detectable"] is None
+    one = power_analysis(a[a.seed == 0], b[b.seed == 0], "score", paper_effect=1.0)  # one seed: no MDE, no nan
+    assert one["seeds"] == 1 and one["mde"] is None and one["detectable"] is None and one["tau2"] is None

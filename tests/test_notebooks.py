@@ -81,6 +81,17 @@ def _claims(claims: dict, n_seeds: int):
             assert c["seeds"] == n_seeds, f"{name}: {c['seeds']} seeds paired, expected {n_seeds}"
 
 
+def _power(power: dict, n_seeds: int, claims: list[str]):
+    """Each headline claim's power row: its MDE (None with one seed), the paper's effect, seeds and games."""
+    assert set(claims) <= set(power), f"power rows missing: {sorted(set(claims) - set(power))}"
+    for name in claims:
+        p = power[name]
+        assert p["seeds"] == n_seeds and p["games"] > 0, name
+        assert (p["mde"] is None) == (n_seeds < 2) and (p["mde"] is None or p["mde"] >= 0), name
+        if p["paper_effect"] is not None and p["mde"] is not None:
+            assert p["detectable"] == (p["mde"] <= abs(p["paper_effect"])), name
+
+
 def check_01(summary: dict, params: dict):
     n = params["n_seeds"]
     assert summary["seeds"] == n and summary["interval"].startswith("t over")
@@ -93,6 +104,8 @@ def check_01(summary: dict, params: dict):
     _claims(summary["claims"], n)
     assert {"score.interactive_minus_static", "score.calibrated_minus_interactive",
             "mismatch.interactive_minus_base"} <= set(summary["claims"])
+    _power(summary["power"], n, ["score.interactive_minus_static", "score.calibrated_minus_interactive",
+                                 "score.static_minus_base"])
     shift = summary["shift"]
     assert shift["verdict"] in ("quadratic", "linear", "not shown")
     assert shift["bound_test"] in ("valid", "indicative") and shift["reward"] == "terminal"
@@ -117,6 +130,10 @@ def check_04(summary: dict, params: dict):
             for other in methods[task][:-2] + ["shared"]:
                 assert f"{task}.{key}.ibrl_minus_{other}" in summary["claims"]
     _claims(summary["claims"], n)
+    _power(summary["power"], n, ["telesales.success_at_1.ibrl_minus_unilateral-seller",
+                                 "dond.agreement.ibrl_minus_unilateral-A", "dond.agreement.ibrl_minus_unilateral-B"])
+    seller = summary["power"]["telesales.success_at_1.ibrl_minus_unilateral-seller"]
+    assert seller["paper_effect"] == pytest.approx(0.05)
     for method, row in summary["mismatch"].items():
         for task in ("telesales", "dond"):
             if task in row:

@@ -77,23 +77,29 @@ def test_good_sale_rewards_by_hand():
                                   "the atlas fits. [OFFER atlas $36900]", "deal [BUY atlas $36900]"])
     assert state.done and state.end_reason == "buy"
     out = task.outcome(state)
-    assert out["seller"]["score"] == pytest.approx((36900 - 34900) / (38900 - 34900))  # 0.5
+    assert out["seller"]["margin"] == pytest.approx((36900 - 34900) / (38900 - 34900))  # 0.5
+    assert out["seller"]["score"] == pytest.approx(1.0 + 0.5 * 0.5)                    # a good sale + 0.5 * margin
+    assert VehicleTeleSales(seller_goal="margin").outcome(state)["seller"]["score"] == pytest.approx(0.5)
     assert out["buyer"]["score"] == pytest.approx((37000 - 36900) / 37000 + 1.0)       # 1.0027
     assert out["seller"]["good_sale"] and out["buyer"]["sale"] and out["buyer"]["vehicle"] == "atlas"
     assert out["seller"]["reward"] == out["seller"]["score"] and out["buyer"]["price"] == 36900
 
 
-def test_bad_sales_cost_the_buyer():
+def test_bad_sales_cost_both_roles():
     task = VehicleTeleSales()
-    # a vehicle missing the must-haves: the seller still earns its margin, the buyer gets bad_sale
+    # a vehicle missing the must-haves: the buyer gets bad_sale, the seller bad_sale plus half its margin
     state = play_texts(task, SC, ["[OFFER strada $21000]", "[BUY strada $21000]"])
     out = task.outcome(state)
-    assert out["seller"]["score"] == pytest.approx(1000 / 2800) and out["buyer"]["score"] == -1.0
+    assert out["seller"]["margin"] == pytest.approx(1000 / 2800) and out["buyer"]["score"] == -1.0
+    assert out["seller"]["score"] == pytest.approx(-1.0 + 0.5 * 1000 / 2800)
     assert out["seller"]["sale"] and not out["seller"]["good_sale"]
+    # with seller_goal="margin" the seller still earns its margin on a bad sale
+    assert VehicleTeleSales(seller_goal="margin").outcome(state)["seller"]["score"] == pytest.approx(1000 / 2800)
     # over budget (the atlas fits, $38000 > $37000)
     state = play_texts(task, SC, ["[OFFER atlas $38000]", "[BUY atlas $38000]"])
     out = task.outcome(state)
-    assert out["seller"]["score"] == pytest.approx(3100 / 4000) and out["buyer"]["score"] == -1.0
+    assert out["seller"]["margin"] == pytest.approx(3100 / 4000) and out["buyer"]["score"] == -1.0
+    assert out["seller"]["score"] == pytest.approx(-1.0 + 0.5 * 3100 / 4000)
     # bad_sale and success_bonus are parameters
     task = VehicleTeleSales(bad_sale=-2.0, success_bonus=0.5)
     assert task.outcome(play_texts(task, SC, ["[OFFER strada $21000]", "[BUY strada $21000]"]))["buyer"]["score"] == -2
@@ -177,17 +183,17 @@ def test_invalid_markers_are_counted_forfeit_the_turn_and_cost_reward(texts, rea
     assert out[other]["reward"] == out[other]["score"]
 
 
-def test_seller_score_is_bounded_below_at_minus_one():
+def test_seller_margin_is_bounded_below_at_minus_one():
     task = VehicleTeleSales()  # atlas: floor 34900, list 38900; floor - (list - floor) = 30900
 
     def seller(price):
-        return task.outcome(play_texts(task, SC, [f"[OFFER atlas ${price}]", "[ACCEPT]"]))["seller"]["score"]
+        return task.outcome(play_texts(task, SC, [f"[OFFER atlas ${price}]", "[ACCEPT]"]))["seller"]["margin"]
     assert seller(32900) == pytest.approx(-0.5) and seller(30900) == pytest.approx(-1.0)
     assert seller(1) == seller(0) == -1.0  # unclipped: about -8.7
     assert seller(38900) == 1.0  # the upper bound: offers above the list price are invalid
     state = play_texts(task, SC, ["[OFFER atlas $1]", "[ACCEPT]"])
     assert task.outcome(state)["buyer"]["score"] == pytest.approx((37000 - 1) / 37000 + 1.0)  # the buyer's is unchanged
-    assert task.metrics([state])["score_seller"] == -1.0
+    assert task.metrics([state])["margin_seller"] == -1.0 and task.metrics([state])["score_seller"] == 0.5
 
 
 def test_free_invalid_markers_with_zero_penalty():
@@ -195,7 +201,7 @@ def test_free_invalid_markers_with_zero_penalty():
     state = play_texts(task, SC, ["[BUY atlas $1]", "[OFFER atlas $1]", "[OFFER atlas $36900]", "[BUY atlas $36900]"])
     out = task.outcome(state)
     assert out["seller"]["n_invalid"] == out["buyer"]["n_invalid"] == 1
-    assert out["seller"]["reward"] == out["seller"]["score"] == pytest.approx(0.5)
+    assert out["seller"]["reward"] == out["seller"]["score"] == pytest.approx(1.25)
 
 
 def test_parsers_never_raise_on_garbage():
@@ -265,8 +271,9 @@ def test_metrics_by_hand():
     m = task.metrics(games)
     assert m["n_games"] == 3 and m["sale_rate"] == pytest.approx(2 / 3)
     assert m["success_at_1"] == pytest.approx(1 / 3) and m["good_sale_rate"] == pytest.approx(1 / 2)
-    assert m["score_seller"] == pytest.approx((0.5 + 1000 / 2800) / 3)
-    assert m["reward_seller"] == pytest.approx((0.5 + 1000 / 2800 - 0.1) / 3)
+    assert m["margin_seller"] == pytest.approx((0.5 + 1000 / 2800) / 3)
+    assert m["score_seller"] == pytest.approx((1.25 + (-1.0 + 0.5 * 1000 / 2800)) / 3)
+    assert m["reward_seller"] == pytest.approx((1.25 + (-1.0 + 0.5 * 1000 / 2800) - 0.1) / 3)
     assert m["score_buyer"] == m["reward_buyer"] == pytest.approx((100 / 37000 + 1.0 - 1.0) / 3)
     assert m["invalid_rate"] == pytest.approx(1 / 6) and m["turns"] == 2.0 and m["feasible"] == 1.0
 
@@ -391,6 +398,10 @@ def test_bad_task_parameters_are_named():
         VehicleTeleSales(lot_size=0)
     with pytest.raises(ValueError, match="invalid_penalty"):
         VehicleTeleSales(invalid_penalty=-1)
+    with pytest.raises(ValueError, match="seller_goal='profit': choose one of good_sale, margin"):
+        VehicleTeleSales(seller_goal="profit")
+    with pytest.raises(ValueError, match="margin_weight"):
+        VehicleTeleSales(margin_weight=-0.5)
     with pytest.raises(ValueError, match="unknown task 'chess'.*telesales"):
         make_task("chess")
 

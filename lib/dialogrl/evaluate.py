@@ -16,6 +16,10 @@ difference between methods a t-interval on the per-seed mean differences (`clust
 percentile bootstrap over 3-5 seeds undercovers (about 70-83% for a nominal 95%; tests/test_evaluate.py checks the
 t-interval's coverage), so it is used only for a single seed, over games, with a warning that the interval then
 ignores seed-to-seed variation.
+
+Power. `power_analysis` gives a claim's minimal detectable effect (two-sided alpha 0.05, 80% power, the same t-test
+over seeds) beside the paper's effect, and the seed-level and scenario-level variance components from which
+`design_mde` plans other designs (more seeds, more scenarios per seed).
 """
 from __future__ import annotations
 
@@ -86,19 +90,9 @@ def clustered_ci(df: pd.DataFrame, metric: str, cluster: str = "seed", level: fl
     return t_interval(seed_means(df, metric, cluster).to_numpy(), level=level)
 
 
-def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequence[str] = ("counterpart", "scenario"),
-                     cluster: str | None = "seed") -> dict:
-    """Mean of metric(a) - metric(b) over games paired by `keys`, with a t-interval over training seeds.
-
-    a, b: game rows (`game_rows`) of two methods. Games pair on `keys` and, when b has several training seeds, on the
-    seed too (seed i of one method beside seed i of the other). The difference is averaged per seed and the interval
-    is the t-interval on those per-seed mean differences (n_seeds - 1 degrees of freedom). A single-seed b (one
-    evaluation of a fixed reference) pairs with every seed of a; its own evaluation noise is then common to every
-    seed's difference and not in the interval. cluster=None, or a single seed: pairs on `keys` only, with the
-    percentile bootstrap over games (and a warning when a seed column shows that only one seed was there).
-    Games of either side without a partner are dropped with a warning that counts them.
-    Returns {"diff", "ci", "holds" (CI above 0), "games", "seeds", "se", "interval"} ("interval" names the method).
-    """
+def _pair_games(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequence[str], cluster: str | None
+                ) -> tuple[pd.DataFrame, list[str]]:
+    """a's games with a `diff` column (metric(a) - metric(b) of the paired game), and the keys they paired on."""
     use_seed = cluster is not None and cluster in b and b[cluster].nunique() > 1
     keys = list(keys) + ([cluster] if use_seed else [])
     missing = [k for k in keys if k not in a or k not in b]
@@ -114,8 +108,25 @@ def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequen
     paired = set(d[keys].itertuples(index=False, name=None))
     unpaired_b = sum(k not in paired for k in b[keys].itertuples(index=False, name=None))
     if len(d) < len(a) or unpaired_b:
-        warnings.warn(f"paired_clustered({metric!r}): {len(a) - len(d)} of {len(a)} games of a and {unpaired_b} of "
-                      f"{len(b)} games of b have no partner on {keys}; they are left out", stacklevel=2)
+        warnings.warn(f"paired games of {metric!r}: {len(a) - len(d)} of {len(a)} games of a and {unpaired_b} of "
+                      f"{len(b)} games of b have no partner on {keys}; they are left out", stacklevel=3)
+    return d, keys
+
+
+def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequence[str] = ("counterpart", "scenario"),
+                     cluster: str | None = "seed") -> dict:
+    """Mean of metric(a) - metric(b) over games paired by `keys`, with a t-interval over training seeds.
+
+    a, b: game rows (`game_rows`) of two methods. Games pair on `keys` and, when b has several training seeds, on the
+    seed too (seed i of one method beside seed i of the other). The difference is averaged per seed and the interval
+    is the t-interval on those per-seed mean differences (n_seeds - 1 degrees of freedom). A single-seed b (one
+    evaluation of a fixed reference) pairs with every seed of a; its own evaluation noise is then common to every
+    seed's difference and not in the interval. cluster=None, or a single seed: pairs on `keys` only, with the
+    percentile bootstrap over games (and a warning when a seed column shows that only one seed was there).
+    Games of either side without a partner are dropped with a warning that counts them.
+    Returns {"diff", "ci", "holds" (CI above 0), "games", "seeds", "se", "interval"} ("interval" names the method).
+    """
+    d, keys = _pair_games(a, b, metric, keys, cluster)
     n_seeds = d[cluster].nunique() if cluster is not None and cluster in d else 1
     if n_seeds > 1:
         per_seed = seed_means(d, "diff", cluster).to_numpy()
@@ -130,6 +141,84 @@ def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequen
         interval = "bootstrap over games"
     return {"diff": float(d["diff"].mean()), "ci": [lo, hi], "holds": bool(lo > 0), "games": int(len(d)),
             "seeds": int(n_seeds), "se": se, "interval": interval}
+
+
+# --------------------------------------------------------------------------------------------------------- power
+
+def mde(sd: float, n_seeds: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The minimal detectable effect: the smallest true mean difference that the library's test (a two-sided t-test
+    on n_seeds per-seed mean differences, n_seeds - 1 df) rejects with probability `power` at level `alpha`, when
+    the per-seed differences have standard deviation `sd`. Exact (noncentral t); nan with fewer than 2 seeds."""
+    from scipy import integrate, optimize, stats
+
+    if n_seeds < 2 or not np.isfinite(sd):
+        return float("nan")
+    if sd == 0:
+        return 0.0
+    df = n_seeds - 1
+    crit = stats.t.ppf(1 - alpha / 2, df)
+
+    def rejects(nc):  # P(|T| > crit), T = (Z + nc) / sqrt(V / df), V ~ chi2(df): integrated over V (scipy's nct
+        def given(v):  # returns nan far in its tails for df = 1)
+            c = crit * np.sqrt(v / df)
+            return stats.chi2.pdf(v, df) * (stats.norm.sf(c - nc) + stats.norm.cdf(-c - nc))
+        return integrate.quad(given, *stats.chi2.ppf([1e-12, 1 - 1e-12], df), limit=200)[0]
+
+    hi = 1.0
+    while rejects(hi) < power:
+        hi *= 2
+        if hi > 1e6:
+            raise ValueError(f"no effect reaches power {power} with {n_seeds} seeds at alpha {alpha}")
+    nc = optimize.brentq(lambda x: rejects(x) - power, 0.0, hi, xtol=1e-10)
+    return float(nc * sd / np.sqrt(n_seeds))
+
+
+def variance_components(d: pd.DataFrame, metric: str = "diff", cluster: str = "seed", unit: str = "scenario"
+                        ) -> dict:
+    """Seed-level and unit-level variance of `metric` (e.g. paired differences) by the method of moments.
+
+    Games are first averaged per (seed, unit): the games of one scenario (against several counterparts, in several
+    seats) are not independent, so the scenario, not the game, is the unit within a seed. Then
+    Var(seed means) = tau2 + sigma2 / m, with sigma2 the within-seed variance of the unit means and m the units per
+    seed; tau2 (the training seed's own variance, build included) is clipped at 0.
+    Returns {"tau2", "sigma2", "seeds", "units" (per seed), "sd_seed" (the SD of the seed means)}.
+    """
+    per_unit = d.groupby([cluster, unit])[metric].mean()
+    seeds = per_unit.groupby(level=0).mean()
+    m = float(per_unit.groupby(level=0).size().mean())
+    sigma2 = float(per_unit.groupby(level=0).var(ddof=1).mean())
+    sd_seed = float(seeds.std(ddof=1)) if len(seeds) > 1 else float("nan")
+    tau2 = max(0.0, sd_seed ** 2 - sigma2 / m) if len(seeds) > 1 else float("nan")
+    return {"tau2": tau2, "sigma2": sigma2, "seeds": int(len(seeds)), "units": m, "sd_seed": sd_seed}
+
+
+def design_mde(components: dict, n_seeds: int, units: float, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The MDE of a design with `n_seeds` training seeds and `units` evaluation scenarios per seed, from measured
+    variance components (`variance_components`): sd = sqrt(tau2 + sigma2 / units)."""
+    return mde(float(np.sqrt(components["tau2"] + components["sigma2"] / units)), n_seeds, alpha, power)
+
+
+def power_analysis(a: pd.DataFrame, b: pd.DataFrame, metric: str, paper_effect: float | None,
+                   keys: Sequence[str] = ("counterpart", "scenario"), cluster: str = "seed",
+                   unit: str = "scenario") -> dict:
+    """Power of the claim "a beats b on metric" as the notebook measured it: the MDE of its design (from the
+    per-seed mean paired differences' SD), beside the paper's effect on the same scale, with the variance
+    components for planning other designs (`design_mde`).
+
+    Returns {"mde", "paper_effect", "detectable" (mde <= |paper_effect|), "seeds", "games", "units", "sd_seed",
+    "tau2", "sigma2"}; what a single seed cannot estimate is None.
+    """
+    d, _ = _pair_games(a, b, metric, keys, cluster)
+    comp = variance_components(d, "diff", cluster, unit) if cluster in d else None
+    seeds = comp["seeds"] if comp else 1
+    out = {"mde": mde(comp["sd_seed"], seeds) if comp else float("nan"),
+           "paper_effect": None if paper_effect is None else float(paper_effect),
+           "seeds": seeds, "games": int(len(d))}
+    out["detectable"] = (bool(out["mde"] <= abs(paper_effect)) if paper_effect is not None and np.isfinite(out["mde"])
+                         else None)  # None: no paper effect to compare with, or one seed (no MDE)
+    if comp:
+        out.update({k: comp[k] for k in ("units", "sd_seed", "tau2", "sigma2")})
+    return {k: None if isinstance(v, float) and not np.isfinite(v) else v for k, v in out.items()}  # JSON: no nan
 
 
 def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> list[dict]:

@@ -29,12 +29,16 @@ Protocol. The seller speaks first; the roles alternate. A turn is free text that
   of ten in dealnodeal). RL learns to stall with invalid markers when they are free.
 
 Scores (per game; `reward` = score - invalid_penalty * own invalid turns):
-  seller: (price - floor) / (MSRP - floor) on a sale, clipped to [-1, 1] (1 at list price, 0 at the floor, negative
-          below, -1 at or below floor - (MSRP - floor)), 0 without one. Offers above the list price are invalid, so
-          the score is at most 1: without that cap one sampled typo ($253000 for a $31000 car) that an untrained buyer
-          accepts is worth 50 sales at list price, and the group baselines of RL chase such outliers. The clip at -1
-          bounds the other side the same way: an accepted $1 offer would otherwise score about -10 (a typo that
-          drops digits), while any offer from $0 to the list price stays a valid marker.
+  margin: the seller's (price - floor) / (MSRP - floor) on a sale, clipped to [-1, 1] (1 at list price, 0 at the
+          floor, negative below, -1 at or below floor - (MSRP - floor)), 0 without one. Offers above the list price
+          are invalid, so the margin is at most 1: without that cap one sampled typo ($253000 for a $31000 car) that an
+          untrained buyer accepts is worth 50 sales at list price, and the group baselines of RL chase such outliers.
+          The clip at -1 bounds the other side the same way (an accepted $1 offer), while any offer from $0 to the
+          list price stays a valid marker.
+  seller: with seller_goal="good_sale" (the default) the seller's task is the metric, a good sale: 1 for a good sale,
+          `bad_sale` (-1) for any other sale, 0 for none, plus margin_weight (0.5) * margin on a sale; so a good sale
+          scores 0.5 to 1.5, and a sale that misses the buyer's must-haves or budget costs the seller too. With
+          seller_goal="margin" the score is the margin alone.
   buyer:  a good sale (the vehicle has every must-have and price <= budget) is worth
           (budget - price) / budget + success_bonus; any other sale is worth `bad_sale` (-1); no sale is worth 0.
 Metrics: `success_at_1` is the share of dialogues that end in a good sale (one sampled dialogue per scenario, so it is
@@ -90,6 +94,7 @@ CATALOG: dict[str, Vehicle] = {v.id: v for v in [
     Vehicle("amp", "ev", (), 27800),
     Vehicle("zephyr", "ev", ("awd", "third_row", "leather"), 58900),
 ]}
+SELLER_GOALS = ("good_sale", "margin")
 MAX_PRICE = 10_000_000  # a price above this (or with more than 8 digits) is an invalid marker, not a number to score
 
 
@@ -241,13 +246,16 @@ class VehicleTeleSales(Task):
     max_turns: talk turns (both roles together) before the game ends without a sale.
     lot_size: vehicles shown per game. p_infeasible: share of scenarios with no good sale at or above a floor.
     success_bonus: added to the buyer's (budget - price) / budget on a good sale. bad_sale: the buyer's score for
-    any other sale. invalid_penalty: reward a role loses per invalid turn (0 makes invalid markers free).
+    any other sale (and, with seller_goal="good_sale", the seller's). seller_goal: "good_sale" (the seller scores the
+    good sale, plus margin_weight times its margin) or "margin" (its margin alone).
+    invalid_penalty: reward a role loses per invalid turn (0 makes invalid markers free).
     """
     name = "telesales"
     roles = ("seller", "buyer")
 
     def __init__(self, max_turns: int = 10, lot_size: int = 6, p_infeasible: float = 0.2,
-                 success_bonus: float = 1.0, bad_sale: float = -1.0, invalid_penalty: float = 0.1):
+                 success_bonus: float = 1.0, bad_sale: float = -1.0, invalid_penalty: float = 0.1,
+                 seller_goal: str = "good_sale", margin_weight: float = 0.5):
         if not isinstance(max_turns, int) or max_turns < 2:
             raise ValueError(f"max_turns={max_turns!r}: must be an int >= 2 (the buyer needs a turn)")
         if not isinstance(lot_size, int) or not 1 <= lot_size <= len(CATALOG):
@@ -256,6 +264,11 @@ class VehicleTeleSales(Task):
             raise ValueError(f"p_infeasible={p_infeasible!r}: must be in [0, 1]")
         if invalid_penalty < 0:
             raise ValueError(f"invalid_penalty={invalid_penalty!r}: must be >= 0")
+        if seller_goal not in SELLER_GOALS:
+            raise ValueError(f"seller_goal={seller_goal!r}: choose one of {', '.join(SELLER_GOALS)}")
+        if margin_weight < 0:
+            raise ValueError(f"margin_weight={margin_weight!r}: must be >= 0")
+        self.seller_goal, self.margin_weight = seller_goal, float(margin_weight)
         self.max_turns, self.lot_size, self.p_infeasible = max_turns, lot_size, float(p_infeasible)
         self.success_bonus, self.bad_sale = float(success_bonus), float(bad_sale)
         self.invalid_penalty = float(invalid_penalty)
@@ -324,16 +337,20 @@ class VehicleTeleSales(Task):
         sc = state.scenario
         vid, price = state.info.get("sale") or (None, None)
         good = vid is not None and good_sale(sc, vid, price)
-        score = {"seller": 0.0, "buyer": 0.0}
+        score, margin = {"seller": 0.0, "buyer": 0.0}, 0.0
         if vid is not None:
             floor, msrp = sc.floor(vid), CATALOG[vid].msrp
-            score["seller"] = min(max((price - floor) / (msrp - floor), -1.0), 1.0)  # bounded: see the module docstring
+            margin = min(max((price - floor) / (msrp - floor), -1.0), 1.0)  # bounded: see the module docstring
+            if self.seller_goal == "margin":
+                score["seller"] = margin
+            else:
+                score["seller"] = (1.0 if good else self.bad_sale) + self.margin_weight * margin
             score["buyer"] = (sc.budget - price) / sc.budget + self.success_bonus if good else self.bad_sale
         out = {}
         for role in self.roles:
             n_invalid = sum(t.invalid is not None for t in state.turns if t.role == role)
             out[role] = {"score": float(score[role]), "reward": float(score[role]) - self.invalid_penalty * n_invalid,
-                         "sale": vid is not None, "good_sale": good, "vehicle": vid, "price": price,
+                         "sale": vid is not None, "good_sale": good, "margin": margin, "vehicle": vid, "price": price,
                          "feasible": feasible(sc), "n_invalid": n_invalid}
         return out
 
@@ -355,6 +372,7 @@ class VehicleTeleSales(Task):
             "reward_buyer": mean("buyer", "reward"),
             "score_seller": mean("seller", "score"),
             "score_buyer": mean("buyer", "score"),
+            "margin_seller": mean("seller", "margin"),
             "invalid_rate": sum(t.invalid is not None for t in turns) / max(len(turns), 1),
             "turns": float(np.mean([len(s.talk_turns()) for s in states])),
             "feasible": mean("seller", "feasible"),  # the ceiling a seller that never sells below a floor faces
