@@ -40,7 +40,8 @@ def main():
     roles = {r: RoleSpec(adapter=r, trainable=True, lr=1e-3) for r in task.roles}
     cfg = TrainConfig(steps=args.steps, scenarios_per_step=args.scenarios, group_size=args.group, kl_coef=0.1)
     t0 = time.perf_counter()
-    Trainer(task, model, tok, roles, config=cfg).train(progress=False)
+    rows = Trainer(task, model, tok, roles, config=cfg).train(progress=False)
+    parts = {part: sum(r[f"time/{part}_s"] for r in rows) for part in ("rollout", "update")}
     train_s = time.perf_counter() - t0
     seat = task.roles[0]
     partner = ScriptedAgent("fair", seed=7) if args.task == "dond" else TelesalesAgent("decisive", seed=7)
@@ -50,8 +51,8 @@ def main():
                seed=10_000)
     eval_s = time.perf_counter() - t0
     dialogues = args.steps * args.scenarios * args.group
-    print(f"{args.task}: training {dialogues} dialogues in {train_s:.1f} s, evaluation {args.eval} games in "
-          f"{eval_s:.1f} s")
+    print(f"{args.task}: training {dialogues} dialogues in {train_s:.1f} s (rollouts {parts['rollout']:.1f} s, "
+          f"updates {parts['update']:.1f} s), evaluation {args.eval} games in {eval_s:.1f} s")
     print(f"train dialogues/min: {dialogues / train_s * 60:.0f}")
     print(f"eval games/min: {args.eval / eval_s * 60:.0f}")
 

@@ -185,6 +185,7 @@ def test_ppo_diagnostics_are_logged_per_role_and_vanish_while_the_ratio_is_one(d
         assert row[f"{a}/clipfrac"] == 0.0 and 0.0 <= row[f"{a}/approx_kl"] < 1e-6
         ev = row[f"{a}/explained_variance"]  # the zero-initialised critic explains nothing yet (or Var(G) = 0)
         assert math.isnan(ev) or ev == pytest.approx(0.0)
+    assert row["time/rollout_s"] > 0 and row["time/update_s"] > 0  # where a step's wall-clock time goes
 
 
 def test_diagnostics_move_after_the_first_epoch(dond_dir):

@@ -31,6 +31,7 @@ import contextlib
 import importlib.util
 import os
 import random
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -442,10 +443,12 @@ class Trainer:
 
     # ---------------------------------------------------------------------------------------------- loop
     def step(self) -> dict:
-        """One rollout and one update per path; returns the step's metrics (averaged over processes)."""
+        """One rollout and one update per path; returns the step's metrics (averaged over processes), with the
+        wall-clock seconds of each part (`time/rollout_s`, `time/update_s`)."""
         k = self.step_count
+        t0 = time.perf_counter()
         episodes, groups = self.rollout(k)
-        metrics = {"step": k}
+        metrics = {"step": k, "time/rollout_s": time.perf_counter() - t0}
         m = self.task.metrics([e.state for e in episodes])
         metrics.update({f"rollout/{n}": v for n, v in m.items() if isinstance(v, (int, float))})
         for role in self.task.roles:
@@ -455,9 +458,11 @@ class Trainer:
             stops = set(self.tokenizer.all_special_ids)
             metrics["rollout/completion_tokens"] = float(np.mean([len(t.completion_ids) for t in lm_turns]))
             metrics["rollout/truncated"] = float(np.mean([t.completion_ids[-1] not in stops for t in lm_turns]))
+        t0 = time.perf_counter()
         for adapter, samples in self.samples(episodes, groups).items():
             for n, v in self.update(adapter, samples).items():
                 metrics[f"{adapter}/{n}"] = v
+        metrics["time/update_s"] = time.perf_counter() - t0
         self.step_count += 1
         return self._mean_over_processes(metrics)
 
