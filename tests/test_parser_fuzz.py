@@ -291,3 +291,13 @@ def test_telesales_games_with_fuzz_in_every_seat(max_turns):
                    {"seller": telesales_population("seller", seed=17), "buyer": FuzzAgent(18)}]:
         ends |= finished(task, play(task, agents, scenarios), cap=max_turns)
     assert ends <= {"buy", "leave", "turn_cap"} and "buy" in ends and "turn_cap" in ends
+
+
+def test_one_marker_frames_the_markers_of_every_game():
+    from dialogrl.envs.base import one_marker
+
+    assert one_marker("hello there") == (None, None)
+    assert one_marker("ok [accept] then") == ("accept", None)
+    assert one_marker("[a] and [b]") == (None, "2 markers in one turn")
+    assert one_marker("[accept") == (None, "malformed marker (unbalanced brackets)")
+    assert one_marker("[propose book=①]")[1].endswith("(not ASCII)")

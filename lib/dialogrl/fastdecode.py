@@ -26,13 +26,13 @@ call) pick this engine or the HF path (`sampling.DecodeBatch`: other architectur
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from dialogrl.sampling import CachedPrefix, DecodeBatch, Finished, common_prefix, sample_categorical
+from dialogrl.sampling import CachedPrefix, DecodeBatch, Finished, RowQueue, common_prefix, sample_categorical
 
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")   # rope types whose inverse frequencies do not depend on length
 
@@ -237,7 +237,7 @@ class LeanModel:
         return x @ self.lm_head.weight.t()                                       # (B, V)
 
 
-class FastDecodeBatch:
+class FastDecodeBatch(RowQueue):
     """`sampling.DecodeBatch` on a `LeanModel` and a slot KV cache: the same interface, the same rows' results.
 
     Per live row b (slot b): `lens[b]` tokens in its cache (prompt + fed-back sampled tokens), `n_new[b]` sampled
@@ -247,23 +247,9 @@ class FastDecodeBatch:
     def __init__(self, model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
                  join_fraction: float = 0.25):
-        self.lean = LeanModel(model)
-        self.pad_id, self.max_new_tokens = pad_id, max_new_tokens
-        self.logprob_fn, self.keep_cache, self.join_fraction = logprob_fn, keep_cache, join_fraction
-        self.device = next(model.parameters()).device
-        self.stop = torch.tensor(list(stop_ids), device=self.device)
-        self.queue: list[tuple[Hashable, list[int], CachedPrefix | None]] = []
-        self.keys: list[Hashable] = []          # per live row, in slot order
-        self.prompts: list[list[int]] = []
+        super().__init__(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+        self.lean = LeanModel(model)   # (self.keys and self.prompts: the live rows in slot order)
         self.kv = self.lens = self.n_new = self.sampled = self.sampled_lp = self.logits = None
-
-    def __len__(self) -> int:
-        return len(self.keys) + len(self.queue)
-
-    def add(self, key: Hashable, prompt: Sequence[int], prefix: CachedPrefix | None = None) -> None:
-        if len(prompt) == 0:
-            raise ValueError("empty prompt: a row needs at least one token to predict from")
-        self.queue.append((key, list(prompt), prefix))
 
     # ------------------------------------------------------------------------------------------- buffers
     def _reserve(self, slots: int, cols: int) -> None:
@@ -339,7 +325,7 @@ class FastDecodeBatch:
     @torch.no_grad()
     def step(self) -> list[Finished]:
         """Join waiting rows if due, sample one token per live row, feed the continuing rows; the rows that left."""
-        if self.queue and (not self.keys or len(self.queue) >= self.join_fraction * len(self.keys)):
+        if self._join_due():
             self._join()
         B = len(self.keys)
         if not B:

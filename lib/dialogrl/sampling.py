@@ -123,7 +123,34 @@ def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
     return torch.cat([t.new_zeros(shape), t], dim=dim)
 
 
-class DecodeBatch:
+class RowQueue:
+    """What both decoding engines share: their settings, the rows waiting to join (`add`), the live rows' keys and
+    prompts, and when the waiting rows join (the batch is empty, or at least `join_fraction` of the live rows wait)."""
+
+    def __init__(self, model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
+                 logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
+                 join_fraction: float = 0.25):
+        self.pad_id, self.max_new_tokens = pad_id, max_new_tokens
+        self.logprob_fn, self.keep_cache, self.join_fraction = logprob_fn, keep_cache, join_fraction
+        self.device = next(model.parameters()).device
+        self.stop = torch.tensor(list(stop_ids), device=self.device)
+        self.queue: list[tuple[Hashable, list[int], CachedPrefix | None]] = []
+        self.keys: list[Hashable] = []
+        self.prompts: list[list[int]] = []
+
+    def __len__(self) -> int:
+        return len(self.keys) + len(self.queue)
+
+    def add(self, key: Hashable, prompt: Sequence[int], prefix: CachedPrefix | None = None) -> None:
+        if len(prompt) == 0:
+            raise ValueError("empty prompt: a row needs at least one token to predict from")
+        self.queue.append((key, list(prompt), prefix))
+
+    def _join_due(self) -> bool:
+        return bool(self.queue) and (not self.keys or len(self.queue) >= self.join_fraction * len(self.keys))
+
+
+class DecodeBatch(RowQueue):
     """Rows sampling together on one model; `add` queues a row, each `step` samples one token for every live row.
 
         batch = DecodeBatch(model, pad_id, stop_ids, max_new_tokens=48, logprob_fn=agent.sampling_logprobs)
@@ -139,26 +166,13 @@ class DecodeBatch:
     def __init__(self, model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
                  join_fraction: float = 0.25):
-        self.model, self.pad_id, self.max_new_tokens = model, pad_id, max_new_tokens
-        self.logprob_fn, self.keep_cache, self.join_fraction = logprob_fn, keep_cache, join_fraction
-        self.device = next(model.parameters()).device
-        self.stop = torch.tensor(list(stop_ids), device=self.device)
-        self.queue: list[tuple[Hashable, list[int], CachedPrefix | None]] = []
-        # live rows: key, prompt, sampled ids and log-probs; batch tensors: the cache, its (B, W) mask, the next
-        # position per row and the logits of each row's next token
-        self.keys: list[Hashable] = []
-        self.prompts: list[list[int]] = []
+        super().__init__(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+        self.model = model
+        # live rows (besides keys and prompts): sampled ids and log-probs; batch tensors: the cache, its (B, W) mask,
+        # the next position per row and the logits of each row's next token
         self.completions: list[list[int]] = []
         self.logps: list[list[float]] = []
         self.past = self.mask = self.next_pos = self.logits = None
-
-    def __len__(self) -> int:
-        return len(self.keys) + len(self.queue)
-
-    def add(self, key: Hashable, prompt: Sequence[int], prefix: CachedPrefix | None = None) -> None:
-        if len(prompt) == 0:
-            raise ValueError("empty prompt: a row needs at least one token to predict from")
-        self.queue.append((key, list(prompt), prefix))
 
     # ------------------------------------------------------------------------------------------- joining
     def _prefill(self, rows: list[tuple[Hashable, list[int], CachedPrefix | None]]):
@@ -223,7 +237,7 @@ class DecodeBatch:
     @torch.no_grad()
     def step(self) -> list[Finished]:
         """Join waiting rows if due, sample one token per live row, feed the continuing rows; the rows that left."""
-        if self.queue and (not self.keys or len(self.queue) >= self.join_fraction * len(self.keys)):
+        if self._join_due():
             self._join()
         if not self.keys:
             return []

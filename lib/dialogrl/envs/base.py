@@ -23,6 +23,7 @@ continuously. `Population` plays one of several agents per game.
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,6 +123,41 @@ def history_messages(state: GameState, role: str, opening: str | None) -> list[d
     for t in turns:
         msgs.append({"role": "assistant" if t.role == role else "user", "content": t.text})
     return msgs
+
+
+MARKER = re.compile(r"\[([^\[\]]*)\]")  # a bracketed marker: [accept], [OFFER 2 $31500], ...
+
+
+def one_marker(text: str) -> tuple[str | None, str | None]:
+    """The rules every game's markers share: (the body of the turn's one marker, or None without one; why the turn
+    breaks them, or None). A turn carries at most one marker, with balanced brackets, in ASCII. Never raises."""
+    found = MARKER.findall(text)
+    rest = MARKER.sub("", text)
+    if "[" in rest or "]" in rest:  # a marker begun and never closed (or closed and never begun)
+        return None, "malformed marker (unbalanced brackets)"
+    if not found:
+        return None, None
+    if len(found) > 1:
+        return None, f"{len(found)} markers in one turn"
+    if not found[0].isascii():
+        return None, f"malformed marker [{shorten(found[0])}] (not ASCII)"
+    return found[0], None
+
+
+def check_views(views: str) -> None:
+    if views not in ("both", "one"):
+        raise ValueError(f"views={views!r}: choose 'both' or 'one'")
+
+
+def conversations(task: Task, states: Sequence[GameState], views: str = "one") -> list[list[dict]]:
+    """Finished games as chat conversations for a warm-start corpus: views="both" gives each game from each role's
+    view (its own turns as assistant); "one" one role's view per game, the roles in turn."""
+    check_views(views)
+    out = []
+    for k, state in enumerate(states):
+        roles = task.roles if views == "both" else (task.roles[k % len(task.roles)],)
+        out += [task.view(state, r) for r in roles]
+    return out
 
 
 def shorten(text: str, limit: int = 60) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dialogrl.envs.base import check_views, conversations
 from dialogrl.envs.dealnodeal.personas import persona_population
 from dialogrl.envs.dealnodeal.task import DealOrNoDeal
 from dialogrl.rollout import play
@@ -16,14 +17,9 @@ def dond_corpus(n_dialogues: int = 9000, seed: int = 0, personas: Sequence[str] 
     views="both" gives each game twice, once from each role's view (its own turns as assistant); "one" gives one
     role's view per game, alternating. Scenario seeds here are `seed` itself; evaluation draws from other seeds.
     """
-    if views not in ("both", "one"):
-        raise ValueError(f"views={views!r}: choose 'both' or 'one'")
+    check_views(views)  # before playing the games
     task = DealOrNoDeal(protocol="offer", max_turns=max_turns)
     scenarios = task.sample_scenarios(n_dialogues, seed=seed)
     pop_a = persona_population(personas, seed=seed * 2 + 1, style=style)
     pop_b = persona_population(personas, seed=seed * 2 + 2, style=style)
-    corpus = []
-    for k, ep in enumerate(play(task, {"A": pop_a, "B": pop_b}, scenarios)):
-        roles = task.roles if views == "both" else (task.roles[k % 2],)
-        corpus += [task.view(ep.state, r) for r in roles]
-    return corpus
+    return conversations(task, [ep.state for ep in play(task, {"A": pop_a, "B": pop_b}, scenarios)], views)

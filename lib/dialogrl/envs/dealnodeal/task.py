@@ -42,7 +42,7 @@ from functools import cache
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Task, Turn, history_messages, shorten
+from dialogrl.envs.base import GameState, Task, Turn, history_messages, one_marker, shorten
 
 ITEMS = ("book", "hat", "ball")
 PROTOCOLS = ("offer", "selection")
@@ -151,7 +151,6 @@ def marker(share: Sequence[int]) -> str:
 
 # Markers and selections are ASCII: [0-9] and re.ASCII, never \d, str.isdigit or Unicode case folding, since int()
 # rejects some characters that those accept (e.g. '①') and LM output is untrusted text.
-_BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _PROPOSE = re.compile(r"\s*propose\s+book\s*=\s*([0-9]+)\s+hat\s*=\s*([0-9]+)\s+ball\s*=\s*([0-9]+)\s*", re.I | re.A)
 _SELECT_ITEMS = re.compile(r"item0\s*=\s*([0-9]+)\s+item1\s*=\s*([0-9]+)\s+item2\s*=\s*([0-9]+)", re.I | re.A)
 _SELECT_NAMES = re.compile(r"book\s*=\s*([0-9]+)\s+hat\s*=\s*([0-9]+)\s+ball\s*=\s*([0-9]+)", re.I | re.A)
@@ -173,24 +172,17 @@ def parse_offer(text: str, counts: Sequence[int]) -> tuple[dict, str | None]:
     Actions: {"type": "talk"}, {"type": "propose", "share": (b, h, l)}, {"type": "accept"}, {"type": "no_deal"}.
     """
     talk = {"type": "talk"}
-    found = _BRACKET.findall(text)
-    rest = _BRACKET.sub("", text)
-    if "[" in rest or "]" in rest:  # a marker begun and never closed (or closed and never begun)
-        return talk, "malformed marker (unbalanced brackets)"
-    if not found:
-        return talk, None
-    if len(found) > 1:
-        return talk, f"{len(found)} markers in one turn"
-    if not found[0].isascii():
-        return talk, f"malformed marker [{shorten(found[0])}] (not ASCII)"
-    body = found[0].strip().lower()
+    marker, invalid = one_marker(text)
+    if marker is None:
+        return talk, invalid
+    body = marker.strip().lower()
     if body == "accept":
         return {"type": "accept"}, None
     if body in ("no deal", "nodeal", "no_deal"):
         return {"type": "no_deal"}, None
     m = _PROPOSE.fullmatch(body)
     if not m:
-        return talk, f"malformed marker [{shorten(found[0])}]"
+        return talk, f"malformed marker [{shorten(marker)}]"
     share = _counts(m.groups())
     if share is None or any(s > c for s, c in zip(share, counts)):
         return talk, f"proposal {shorten(str(share or m.groups()))} beyond the pool {tuple(counts)}"

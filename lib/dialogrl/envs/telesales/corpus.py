@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dialogrl.envs.base import check_views, conversations
 from dialogrl.envs.telesales.personas import TelesalesAgent, telesales_population
 from dialogrl.envs.telesales.task import VehicleTeleSales
 from dialogrl.rollout import play
@@ -17,14 +18,10 @@ def telesales_corpus(n_dialogues: int = 7000, seed: int = 0, sellers: Sequence[s
     view (its own turns as assistant); "one" gives one role's view per game, alternating (seller first).
     Scenario seeds here are `seed` itself; evaluation draws from other seeds.
     """
-    if views not in ("both", "one"):
-        raise ValueError(f"views={views!r}: choose 'both' or 'one'")
+    check_views(views)  # before playing the games
     task = VehicleTeleSales(max_turns=max_turns)
     scenarios = task.sample_scenarios(n_dialogues, seed=seed)
     seller = telesales_population("seller", sellers, seed=seed * 2 + 1, style=style)
     buyer = TelesalesAgent(None, seed=seed * 2 + 2, style=style)
-    corpus = []
-    for k, ep in enumerate(play(task, {"seller": seller, "buyer": buyer}, scenarios)):
-        roles = task.roles if views == "both" else (task.roles[k % 2],)
-        corpus += [task.view(ep.state, r) for r in roles]
-    return corpus
+    episodes = play(task, {"seller": seller, "buyer": buyer}, scenarios)
+    return conversations(task, [ep.state for ep in episodes], views)

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Task, Turn, history_messages, shorten
+from dialogrl.envs.base import MARKER, GameState, Task, Turn, history_messages, one_marker, shorten
 
 TYPES = ("sedan", "suv", "pickup", "van", "hatchback", "ev")
 FEATURES = ("awd", "hybrid", "third_row", "sunroof", "towing", "leather", "heated_seats")
@@ -169,7 +169,6 @@ def sample_scenario(rng: random.Random, id: int = 0, lot_size: int = 6, p_infeas
 
 # Markers are ASCII: [0-9] and re.ASCII, never \d or str.isdigit, since int() rejects some characters that those
 # accept (e.g. '①') and LM output is untrusted text. A marker body with any other character is malformed.
-_BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _DEAL = re.compile(r"(offer|buy)\s+(\S+)\s+\$\s*(-?[0-9,]+)", re.A)
 _PRICE = re.compile(r"-?([0-9]+|[0-9]{1,3}(,[0-9]{3})+)", re.A)
 _LOT_NUMBER = re.compile(r"[1-9][0-9]*", re.A)
@@ -177,7 +176,7 @@ _LOT_NUMBER = re.compile(r"[1-9][0-9]*", re.A)
 
 def without_markers(text: str) -> str:
     """`text` with every bracketed marker replaced by a space (what is said around the markers)."""
-    return _BRACKET.sub(" ", text)
+    return MARKER.sub(" ", text)
 
 
 def offer_marker(v: str | int, price: int) -> str:
@@ -197,18 +196,11 @@ def parse_marker(text: str, lot: Sequence[str]) -> tuple[dict, str | None]:
     {"type": "leave"}. A vehicle is named by its lot number (1-based) or its id; the action holds the id.
     """
     talk = {"type": "talk"}
-    found = _BRACKET.findall(text)
-    rest = _BRACKET.sub("", text)
-    if "[" in rest or "]" in rest:  # a marker begun and never closed (or closed and never begun)
-        return talk, "malformed marker (unbalanced brackets)"
-    if not found:
-        return talk, None
-    if len(found) > 1:
-        return talk, f"{len(found)} markers in one turn"
-    shown = shorten(found[0])
-    if not found[0].isascii():
-        return talk, f"malformed marker [{shown}] (not ASCII)"
-    body = " ".join(found[0].lower().split())
+    marker, invalid = one_marker(text)
+    if marker is None:
+        return talk, invalid
+    shown = shorten(marker)
+    body = " ".join(marker.lower().split())
     if body in ("leave", "accept"):
         return {"type": body}, None
     m = _DEAL.fullmatch(body)
