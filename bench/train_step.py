@@ -23,9 +23,10 @@ blocks the heap keeps (it depends on the order of allocations, not only on the l
 MALLOC_MMAP_THRESHOLD_ in the modes' processes so that large blocks go back to the system when freed and the peak
 follows the live tensors (slower: its tokens/s are not comparable with a default run).
 
-  ours       Trainer.update("A", samples) with the default minibatch_turns: turns sorted by length into chunks, each
-             turn its own left-padded sequence prompt + completion, logits only at the completion positions; the
-             loss uses the rollout's sampling log-probs as pi_old.
+  ours       Trainer.update("A", samples) with the default minibatch_turns: a game's turns packed into one left-padded
+             sequence (its last prompt + completion) where each prompt continues the previous one token for token,
+             chunks of whole games sorted by length, logits only at the completion positions; the loss uses the
+             rollout's sampling log-probs as pi_old.
   trl        PlainGRPOTrainer (dialogrl.rl.trl_rollout.grpo_trainer_class() on CPU) with peft_config (the same LoRA
              config; TRL wraps the base model itself), beta=0, loss_type="dapo" (token mean over the batch, as ours),
              per_device_train_batch_size x gradient_accumulation_steps = the batch, set up as `Trainer.train` does
@@ -46,8 +47,8 @@ follows the live tensors (slower: its tokens/s are not comparable with a default
              (less the rest of any turn whose tokens do not reappear verbatim in the next prompt: layout_turns masks
              them, the batch line counts such turns, and this mode's token count is its own).
   trl-gc     trl with TRL's default gradient_checkpointing=True (less memory, one more forward per micro-batch).
-  ours-sorted  ours with the samples sorted by length before the call (since the trainer sorts its chunks itself,
-             now the same computation as ours; kept to compare with runs made before that change).
+  ours-sorted  ours with the samples sorted by length before the call: a game's turns no longer follow each other, so
+             nothing packs and every turn is its own sequence (the trainer's computation before packing).
 
 Prints one line per mode; the last line is `ratio: <ours tok/s / trl tok/s>`. One thread by default (--threads): on
 a CPU shared with other jobs, multi-threaded ops wait for descheduled threads and time the scheduler instead.
@@ -154,20 +155,21 @@ def make_batch(args) -> dict:
 # ------------------------------------------------------------------------------------------------ the modes
 
 def run_ours(args, batch: dict) -> dict:
-    from dialogrl.rl.trainer import Sample
+    from dialogrl.rl.trainer import Sample, _chains, _chunk_chains
 
     trainer = make_trainer(args, kl_coef=KL_COEF if args.mode == "ours-kl" else 0.0)
     samples = [Sample("A", t["prompt_ids"], t["completion_ids"], t["logprobs"], t["advantage"]) for t in batch["turns"]]
     if args.mode == "ours-sorted":  # similar lengths share a chunk; the loss is the same token mean over the batch
         samples.sort(key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
-    mb = trainer.config.minibatch_turns
-    chunks = [samples[k:k + mb] for k in range(0, len(samples), mb)]
-    padded = sum(len(c) * max(len(s.prompt_ids) + len(s.completion_ids) for s in c) for c in chunks)
+    seq_len = lambda s: len(s.prompt_ids) + len(s.completion_ids)  # noqa: E731
+    rows, padded, chunks = 0, 0, _chunk_chains(samples, trainer.config.minibatch_turns)
+    for chunk in chunks:  # what Trainer.update computes: one row per chain (a game's turns packed), left-padded
+        lengths = [seq_len(samples[chunk[c[-1]]]) for c in _chains([samples[i] for i in chunk])]
+        rows, padded = rows + sum(lengths), padded + len(lengths) * max(lengths)
     res = time_steps(lambda: trainer.update("A", samples), args.reps, trainer.model,
                      moves=any(s.advantage for s in samples))
     return {**res, "padded_positions": padded, "micro_batches": len(chunks),
-            "tokens": sum(len(s.completion_ids) for s in samples),
-            "forward_tokens": sum(len(s.prompt_ids) + len(s.completion_ids) for s in samples)}
+            "tokens": sum(len(s.completion_ids) for s in samples), "forward_tokens": rows}
 
 
 def trl_inputs(rows: list[dict], pad_id: int, games: bool):

@@ -45,6 +45,36 @@ def test_first_update_ratio_is_one_for_every_role_and_adapter(dond_dir):
         assert (ratio - 1).abs().max().item() < 1e-4  # recomputed = sampled, token for token
 
 
+def test_packed_turns_score_as_each_turn_alone(dond_dir):
+    """A role's turns of one game are packed into one sequence (its prompts continue each other token for token)
+    and score exactly as each turn's own forward pass, critic values included; a sample that does not continue
+    the previous one starts a new row."""
+    from dialogrl.models import use_adapter
+    from dialogrl.rl.trainer import _chains, _chunk_chains
+    trainer = make_trainer(dond_dir, algorithm="ppo")
+    seed_everything(5)
+    episodes, groups = trainer.rollout(0)
+    samples = trainer.samples(episodes, groups)["A"]
+    chains = _chains(samples)
+    assert len(chains) < len(samples)                                    # packing happens with the tiny template
+    assert sorted(i for c in chains for i in c) == list(range(len(samples)))
+    game = {tuple(t.prompt_ids): g for g, ep in enumerate(episodes) for t in ep.state.turns if t.role == "A"}
+    assert all(len({game[tuple(samples[i].prompt_ids)] for i in c}) == 1 for c in chains)  # never across games
+    use_adapter(trainer.model, "A")
+    torch.nn.init.normal_(trainer.critics["A"].linear.weight)           # a critic that reads the features
+    with torch.no_grad():
+        packed = trainer.token_logprobs(samples, "A", with_entropy=True)
+        alone = trainer.token_logprobs(samples, "A", with_entropy=True, pack=False)
+        values = trainer.values("A", samples)
+    for key in ("logp", "mask", "entropy", "value"):
+        assert torch.allclose(packed[key], alone[key], atol=1e-4), key
+    assert torch.allclose(values, alone["value"], atol=1e-4)
+    chunks = _chunk_chains(samples, 8)
+    assert sorted(i for c in chunks for i in c) == list(range(len(samples)))
+    assert all(len(c) <= 8 or len(_chains([samples[i] for i in c])) == 1 for c in chunks)
+    assert _chains([samples[0], samples[0]]) == [[0], [1]]               # a prompt does not continue itself
+
+
 def test_loss_gradient_reaches_only_the_roles_own_completion_tokens(dond_dir):
     trainer = make_trainer(dond_dir)
     seed_everything(1)

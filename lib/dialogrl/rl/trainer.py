@@ -299,43 +299,62 @@ class Trainer:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float16
         return torch.autocast(device_type=self.accelerator.device.type, dtype=dtype)
 
-    def _batch(self, batch: list[Sample], with_completion: bool = True):
-        """Left-padded ids, attention mask and position ids (counting real tokens) of prompt (+ completion)."""
-        seqs = [s.prompt_ids + (s.completion_ids if with_completion else []) for s in batch]
-        return pad(seqs, self.tokenizer.pad_token_id, device=self.accelerator.device)
+    def _forward(self, batch: list[Sample], pack: bool = True, hidden_only: bool = False):
+        """One forward pass over `batch` laid out as packed rows (see `_chains`): a row is the last member's prompt
+        and completion (its prompt only with `hidden_only`), left-padded, position ids counting real tokens.
+        Returns the last hidden states (B, L, H) (final norm applied), the ids, and per sample its row and the
+        position where its completion starts in that row."""
+        chains = _chains(batch) if pack else [[i] for i in range(len(batch))]
+        rows = [batch[c[-1]].prompt_ids + ([] if hidden_only else batch[c[-1]].completion_ids) for c in chains]
+        ids, attn, pos = pad(rows, self.tokenizer.pad_token_id, device=self.accelerator.device)
+        L = ids.shape[1]
+        row_of, start = [0] * len(batch), [0] * len(batch)
+        for r, c in enumerate(chains):
+            for i in c:
+                row_of[i], start[i] = r, L - len(rows[r]) + len(batch[i].prompt_ids)
+        with self._autocast():
+            out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1,
+                             output_hidden_states=True)
+        return out.hidden_states[-1], ids, row_of, start
 
-    def token_logprobs(self, batch: list[Sample], adapter: str | None = None, with_entropy: bool = False):
+    def token_logprobs(self, batch: list[Sample], adapter: str | None = None, with_entropy: bool = False,
+                       pack: bool = True):
         """Log-probs of each sample's completion tokens under the active adapter, (B, K) with K the longest
-        completion (completions right-aligned, as the left-padded sequences end with them), the rollout's sampling
+        completion (each sample's completion right-aligned in its row of the result), the rollout's sampling
         log-probs and the completion mask in the same layout; with `adapter` and a critic also V(s) per sample
         (read at the last prompt token), and with `with_entropy` the per-token entropy. Returns a dict.
-        Logits are computed for the completion positions only (logits_to_keep): with a hub model's 150k-word
-        vocabulary, logits over every prompt position would dominate the update's memory."""
-        ids, attn, pos = self._batch(batch)
-        B, L = ids.shape
-        K = max(len(s.completion_ids) for s in batch)
-        cmask = torch.zeros((B, K))
-        old = torch.zeros((B, K))
+
+        With `pack` (the default) a role's consecutive turns of one game are scored in one sequence when each
+        prompt continues the previous prompt and completion token for token (see `chains`): a causal model gives
+        every turn's tokens exactly the context its prompt gave them, so the result is the per-turn one, for a
+        fraction of the tokens. Logits are computed at the completion positions only: with a hub model's 150k-word
+        vocabulary, logits over every position would dominate the update's memory."""
+        hidden, ids, row_of, start = self._forward(batch, pack)
+        dev = ids.device
+        S, K = len(batch), max(len(s.completion_ids) for s in batch)
+        cmask, old = torch.zeros((S, K)), torch.zeros((S, K))
+        rows, cols = torch.zeros((S, K), dtype=torch.long), torch.zeros((S, K), dtype=torch.long)
         for b, s in enumerate(batch):
             n = len(s.completion_ids)
             cmask[b, K - n:] = 1
             old[b, K - n:] = torch.tensor(s.logprobs)
-        critic = self.critics.get(adapter)
+            rows[b] = row_of[b]
+            # the position whose logits predict completion token k is start + k - 1; padding columns reuse the first
+            cols[b] = start[b] - 1 + torch.arange(K).sub(K - n).clamp(min=0)
+        rows, cols, cmask = rows.to(dev), cols.to(dev), cmask.to(dev)
         with self._autocast():
-            out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=K + 1,
-                             output_hidden_states=critic is not None)
-        logits = out.logits[:, :-1].float() / self.config.temperature     # (B, K, V): position t predicts t + 1
+            logits = self.model.get_output_embeddings()(hidden[rows, cols])      # (S, K, V)
+        logits = logits.float() / self.config.temperature
+        targets = ids[rows, (cols + 1).clamp(max=ids.shape[1] - 1)]
         if with_entropy:
-            logp, ent = token_logprobs_and_entropy(logits, ids[:, L - K:])
+            logp, ent = token_logprobs_and_entropy(logits, targets)
         else:
-            logp = token_logprobs(logits, ids[:, L - K:])                  # (B, K)
-        dev = ids.device
-        cmask = cmask.to(dev)
+            logp = token_logprobs(logits, targets)                              # (S, K)
         res = {"logp": torch.where(cmask > 0, logp, torch.zeros_like(logp)), "old": old.to(dev), "mask": cmask}
+        critic = self.critics.get(adapter)
         if critic is not None:
-            last = torch.tensor([L - len(s.completion_ids) - 1 for s in batch], device=dev)
-            hidden = out.hidden_states[-1][torch.arange(B, device=dev), last]
-            res["value"] = critic(hidden if self.config.critic_trunk else hidden.detach())
+            last = hidden[rows[:, 0], torch.tensor(start, device=dev) - 1]
+            res["value"] = critic(last if self.config.critic_trunk else last.detach())
         if with_entropy:
             res["entropy"] = ent * cmask
         return res
@@ -346,12 +365,11 @@ class Trainer:
         use_adapter(self.model, adapter)
         self.model.eval()
         critic, out = self.critics[adapter], torch.zeros(len(samples))
-        for chunk in _chunks(samples, self.config.minibatch_turns, key=lambda s: len(s.prompt_ids)):
-            ids, attn, pos = self._batch([samples[i] for i in chunk], with_completion=False)
-            with self._autocast():
-                hidden = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=1,
-                                    output_hidden_states=True).hidden_states[-1]
-            out[chunk] = critic(hidden[:, -1]).cpu()                      # left padding: the last prompt token
+        for chunk in _chunk_chains(samples, self.config.minibatch_turns):
+            batch = [samples[i] for i in chunk]
+            hidden, ids, row_of, start = self._forward(batch, hidden_only=True)
+            last = hidden[torch.tensor(row_of, device=ids.device), torch.tensor(start, device=ids.device) - 1]
+            out[chunk] = critic(last).cpu()
         return out
 
     def _sync_gradients(self, params: list[torch.nn.Parameter]) -> None:
@@ -393,8 +411,7 @@ class Trainer:
             return stats
         for _ in range(cfg.epochs_per_step):
             opt.zero_grad(set_to_none=True)
-            by_length = lambda s: len(s.prompt_ids) + len(s.completion_ids)  # noqa: E731
-            for idx in _chunks(samples, cfg.minibatch_turns, key=by_length):
+            for idx in _chunk_chains(samples, cfg.minibatch_turns):
                 chunk = [samples[i] for i in idx]
                 res = self.token_logprobs(chunk, adapter, with_entropy=bool(cfg.entropy_coef))
                 logp, old, mask = res["logp"], res["old"], res["mask"]
@@ -598,11 +615,37 @@ class Trainer:
                               "trainable": s.trainable, "lr": s.lr} for r, s in self.roles.items()}}
 
 
-def _chunks(samples: list, size: int, key: Callable) -> list[list[int]]:
-    """Indices of `samples` in chunks of at most `size`, sorted by length (`key`) so that each chunk pads little;
-    the loss weighs each chunk by its share of tokens, so the order does not change the update."""
-    order = sorted(range(len(samples)), key=lambda i: key(samples[i]))
-    return [order[k:k + size] for k in range(0, len(order), size)]
+def _chains(samples: list[Sample]) -> list[list[int]]:
+    """Runs of consecutive samples that are one sequence: each sample's prompt starts with the previous sample's
+    prompt and completion, token for token (one role's turns of one game, when the chat template keeps earlier turns
+    verbatim and the sampled tokens re-encode to themselves). A causal model scores every member's completion in
+    exactly its own context inside the last member's sequence."""
+    chains: list[list[int]] = []
+    for i, s in enumerate(samples):
+        if chains:
+            prev = samples[chains[-1][-1]]
+            n = len(prev.prompt_ids)
+            m = n + len(prev.completion_ids)
+            if (len(s.prompt_ids) >= m and s.prompt_ids[:n] == prev.prompt_ids
+                    and s.prompt_ids[n:m] == prev.completion_ids):
+                chains[-1].append(i)
+                continue
+        chains.append([i])
+    return chains
+
+
+def _chunk_chains(samples: list[Sample], size: int) -> list[list[int]]:
+    """Indices of `samples` in chunks of whole chains (`_chains`) with at most `size` samples each (a longer chain is
+    one chunk), the chains sorted by sequence length so that each chunk pads little; the loss weighs each chunk by
+    its share of tokens, so the order does not change the update."""
+    chains = sorted(_chains(samples), key=lambda c: len(samples[c[-1]].prompt_ids) + len(samples[c[-1]].completion_ids))
+    chunks: list[list[int]] = []
+    for c in chains:
+        if chunks and len(chunks[-1]) + len(c) <= size:
+            chunks[-1] += c
+        else:
+            chunks.append(list(c))
+    return chunks
 
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
