@@ -11,6 +11,9 @@ base model, its own optimizer (and, with PPO, its own value head), a loss over i
 tokens of its turns, scored in the exact context its view gave it: token in, token out), and advantages from its
 own rewards (isolated; or pooled with `isolate=False`). Roles that name the same adapter share one path (the
 `shared` ablation). The reference policy of the KL term is the base model (adapters disabled), i.e. the warm start.
+The update scores a role's turns of one game in one sequence (its last prompt and completion) whenever each prompt
+continues the previous prompt and completion token for token, as the chat templates here do: the same log-probs as
+one pass per turn, for a fraction of the tokens (`_chains`; turns that do not continue are scored alone).
 
 Algorithms (`TrainConfig.algorithm`):
     grpo, rloo   group baselines over each scenario group; one advantage per (dialogue, role), on all its turns.
