@@ -1,0 +1,75 @@
+"""Independent runs (training seeds, methods) in parallel worker processes, with the results of a serial loop.
+
+    results = map_runs(run_one, jobs, processes=4)     # the same list as [run_one(job) for job in jobs]
+
+One process already keeps two cores busy (torch's intra-op threads), so on a 2-core machine the serial loop is the
+default; on a machine with more cores, runs that do not depend on each other (each seed of each method) can go to
+`processes` worker processes of one torch thread each: on 8 cores, up to 8 runs at a time.
+
+Same results as serial, when two rules hold (the notebooks' runs follow them):
+- a job seeds itself (`seed_everything` at its start) and reads nothing that an earlier job wrote, so its result
+  does not depend on which jobs ran before it; each job runs in a fresh fork of the calling process
+  (`maxtasksperchild=1`), i.e. from the state the serial loop starts from;
+- the thread count is the same: CPU kernels may add in another order with another number of threads, and sampling
+  then drifts apart. Workers run one thread, so a serial loop to compare with runs with `threads=1`.
+Workers are forked (Linux, macOS) and inherit `fn` and the jobs, so `fn` may be any function, a closure or one
+defined in a notebook (only each job's index goes to a worker, and its result comes back pickled); one thread per
+worker also keeps clear of OpenMP's trouble with forking a process whose thread pool is running. Where fork is not
+available (Windows) the jobs run serially, with a warning.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None):
+    """Run the block with `n` torch intra-op threads (None: unchanged), restoring the count after."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+_TASK: tuple | None = None  # (fn, jobs) of the running map_runs: forked workers inherit it
+
+
+def _init_worker() -> None:
+    torch.set_num_threads(1)
+
+
+def _run_job(i: int):
+    fn, jobs = _TASK
+    return fn(jobs[i])
+
+
+def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None) -> list:
+    """[fn(job) for job in jobs], in order; with processes > 1 in that many forked one-thread workers, each job in a
+    fresh fork. threads: torch threads of the serial loop (None: unchanged). Exceptions in a job propagate."""
+    jobs = list(jobs)
+    if processes < 1:
+        raise ValueError(f"processes={processes}: must be >= 1")
+    if processes > 1 and "fork" not in multiprocessing.get_all_start_methods():
+        warnings.warn("parallel runs need the fork start method (not available here): running them serially",
+                      stacklevel=2)
+        processes = 1
+    if processes == 1 or len(jobs) <= 1:
+        with torch_threads(threads):
+            return [fn(job) for job in jobs]
+    global _TASK
+    _TASK = (fn, jobs)
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(min(processes, len(jobs)), initializer=_init_worker, maxtasksperchild=1) as pool:
+            return pool.map(_run_job, range(len(jobs)), chunksize=1)
+    finally:
+        _TASK = None
