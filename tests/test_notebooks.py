@@ -146,6 +146,27 @@ CHECKS = {"01_calibrated_interactive_rl": check_01, "04_ibrl_bilateral": check_0
 
 
 @pytest.mark.slow
+def test_notebook_04_parallel_runs_give_the_serial_results(tmp_path, monkeypatch):
+    """`processes=2` runs the training runs in two one-thread worker processes: the same games, transcripts and
+    summary as one process running them one after another with one thread (thread counts must match: CPU kernels
+    may add in another order with another number of threads)."""
+    nb_path = REPO / "notebooks" / "04_ibrl_bilateral.ipynb"
+    params = profile_parameters(nb_path, "smoke", REPO / "params")
+    runs = {}
+    for processes in (1, 2):
+        with monkeypatch.context() as m:
+            if processes == 1:
+                m.setenv("OMP_NUM_THREADS", "1")  # the kernel's torch starts with one thread
+            run_dir = tmp_path / f"run-{processes}"
+            papermill.execute_notebook(str(nb_path), str(tmp_path / f"{processes}.ipynb"), cwd=str(REPO),
+                                       progress_bar=False,
+                                       parameters={**params, "run_dir": str(run_dir), "processes": processes})
+        runs[processes] = run_dir
+    for name in ("summary.json", "games.csv", "transcripts.jsonl"):
+        assert (runs[1] / name).read_text() == (runs[2] / name).read_text(), name
+
+
+@pytest.mark.slow
 def test_notebook_01_runs_on_the_real_human_logs(shared_data, tmp_path):
     """Notebook 01 with `human_logs`: the selection protocol, a warm start and a human proxy built on disjoint
     splits of the real Deal or No Deal dialogues (200 of them here; toy sizes, the numbers mean nothing)."""
