@@ -47,9 +47,11 @@ def test_map_runs_keeps_order_and_raises():
         map_runs(abs, [1], processes=0)
 
     def boom(k):
-        raise RuntimeError(f"job {k} failed")
-    with pytest.raises(RuntimeError, match="job 1 failed"):
-        map_runs(boom, [1, 2], processes=2)
+        if k == 2:
+            raise RuntimeError(f"job {k} failed")
+        return k
+    with pytest.raises(RuntimeError, match="job 2 failed"):
+        map_runs(boom, [1, 2, 3], processes=2)
 
 
 def test_torch_threads_restores_the_count():
