@@ -262,10 +262,16 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
                     played[pname, cname, seat] = episodes
                 if transcripts:
                     with open(transcripts, "a") as f:
-                        for ep in episodes[:n_transcripts]:
-                            rec = {"policy": pname, "counterpart": cname, "seat": seat, **ep.transcript()}
+                        for rec in transcript_records({(pname, cname, seat): episodes}, n_transcripts):
                             f.write(json.dumps(rec, default=str) + "\n")
     return (pd.DataFrame(rows), played) if return_episodes else pd.DataFrame(rows)
+
+
+def transcript_records(played: dict[tuple[str, str, str], list[Episode]], n_transcripts: int = 3) -> list[dict]:
+    """The first `n_transcripts` games of each (policy, counterpart, seat) cell, as transcripts.jsonl records (what
+    cross_play's `transcripts` writes; for games played in another process, returned with return_episodes)."""
+    return [{"policy": p, "counterpart": c, "seat": seat, **ep.transcript()}
+            for (p, c, seat), episodes in played.items() for ep in episodes[:n_transcripts]]
 
 
 def summarize(games: pd.DataFrame, by: Sequence[str] = ("policy", "counterpart"),

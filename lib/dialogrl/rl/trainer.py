@@ -328,7 +328,7 @@ class Trainer:
         (read at the last prompt token), and with `with_entropy` the per-token entropy. Returns a dict.
 
         With `pack` (the default) a role's consecutive turns of one game are scored in one sequence when each
-        prompt continues the previous prompt and completion token for token (see `chains`): a causal model gives
+        prompt continues the previous prompt and completion token for token (see `_chains`): a causal model gives
         every turn's tokens exactly the context its prompt gave them, so the result is the per-turn one, for a
         fraction of the tokens. Logits are computed at the completion positions only: with a hub model's 150k-word
         vocabulary, logits over every position would dominate the update's memory."""
