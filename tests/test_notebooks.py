@@ -146,12 +146,15 @@ CHECKS = {"01_calibrated_interactive_rl": check_01, "04_ibrl_bilateral": check_0
 
 
 @pytest.mark.slow
-def test_notebook_04_parallel_runs_give_the_serial_results(tmp_path, monkeypatch):
+@pytest.mark.parametrize("stem, extra", [("04_ibrl_bilateral", {}),
+                                         ("01_calibrated_interactive_rl", {"train_each_horizon": False})])
+def test_notebook_parallel_runs_give_the_serial_results(stem, extra, tmp_path, monkeypatch):
     """`processes=2` runs the training runs in two one-thread worker processes: the same games, transcripts and
     summary as one process running them one after another with one thread (thread counts must match: CPU kernels
-    may add in another order with another number of threads)."""
-    nb_path = REPO / "notebooks" / "04_ibrl_bilateral.ipynb"
-    params = profile_parameters(nb_path, "smoke", REPO / "params")
+    may add in another order with another number of threads). Notebook 01's compounding check reuses the seed-0
+    interactive policy, whose adapter weights come back from its worker."""
+    nb_path = REPO / "notebooks" / f"{stem}.ipynb"
+    params = {**profile_parameters(nb_path, "smoke", REPO / "params"), **extra}
     runs = {}
     for processes in (1, 2):
         with monkeypatch.context() as m:

@@ -6,7 +6,7 @@ from conftest import TOY_CONFIG
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
-from dialogrl.models import load_model
+from dialogrl.models import adapter_parameters, load_model
 from dialogrl.parallel import map_runs, torch_threads
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.run import seed_everything
@@ -23,7 +23,8 @@ def dond_dir(tmp_path_factory):
 
 def test_parallel_runs_equal_the_serial_loop(dond_dir):
     """One training run per job (a seed: rollout, update, a second rollout with the updated adapter), as the
-    notebooks' runs are: seeded at their start. Two workers give exactly the serial loop's results, in job order."""
+    notebooks' runs are: seeded at their start. Two workers give exactly the serial loop's results, in job order,
+    torch tensors (the trained adapter's weights) and finished games included."""
     def run(job):
         seed, persona = job
         seed_everything(seed)
@@ -33,11 +34,18 @@ def test_parallel_runs_equal_the_serial_loop(dond_dir):
                                                                max_new_tokens=12, seed=seed))
         rows = trainer.train(progress=False)
         episodes, _ = trainer.rollout(9)
-        return ([r["reward/A"] for r in rows], [t.completion_ids for e in episodes for t in e.state.turns])
+        weights = {n: p.detach().clone() for n, p in adapter_parameters(model, "A").items()}
+        return [r["reward/A"] for r in rows], episodes, weights
 
     jobs = [(0, "fair"), (1, "greedy"), (2, "fair")]
     serial = map_runs(run, jobs, threads=1)
-    assert map_runs(run, jobs, processes=2) == serial
+    parallel = map_runs(run, jobs, processes=2)
+    for (rewards, episodes, weights), (rewards2, episodes2, weights2) in zip(serial, parallel, strict=True):
+        assert rewards2 == rewards
+        assert [e.transcript() for e in episodes2] == [e.transcript() for e in episodes]
+        assert [t.completion_ids for e in episodes2 for t in e.state.turns] == \
+            [t.completion_ids for e in episodes for t in e.state.turns]
+        assert weights2.keys() == weights.keys() and all(torch.equal(weights2[n], weights[n]) for n in weights)
     assert serial[0] != serial[2]                    # the seeds matter (the comparison is not vacuous)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import pickle
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -47,9 +48,12 @@ def _init_worker() -> None:
     torch.set_num_threads(1)
 
 
-def _run_job(i: int):
+def _run_job(i: int) -> bytes:
+    """Run job i; its result as plain pickle bytes. multiprocessing's own pickler sends torch tensors as shared
+    memory handles that the receiver opens from the sender, which a worker that exits after its one job (and any
+    result the parent fails to rebuild) turns into a pool that waits forever; plain bytes copy the tensors."""
     fn, jobs = _TASK
-    return fn(jobs[i])
+    return pickle.dumps(fn(jobs[i]), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None) -> list:
@@ -70,6 +74,6 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
     try:
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(min(processes, len(jobs)), initializer=_init_worker, maxtasksperchild=1) as pool:
-            return pool.map(_run_job, range(len(jobs)), chunksize=1)
+            return [pickle.loads(b) for b in pool.map(_run_job, range(len(jobs)), chunksize=1)]
     finally:
         _TASK = None
