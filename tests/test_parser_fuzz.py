@@ -1,9 +1,9 @@
 """Fuzzing every task's text parsers and whole games: no input raises, every game ends by its turn cap.
 
 Language models write anything, and scripted counterparts read it, so the parsers (Deal or No Deal's offers and
-selections, TeleSales' markers and its scripted listener) meet random ASCII and Unicode text, Unicode digit
-look-alikes, bracket soups, very long inputs and every marker with broken arguments. Seeded: the same strings on
-every run.
+selections, TeleSales' markers and its scripted listener, Persuasion for Good's donations and strategy lexicon)
+meet random ASCII and Unicode text, Unicode digit look-alikes, bracket soups, very long inputs and every marker with
+broken arguments. Seeded: the same strings on every run.
 """
 import random
 import string
@@ -19,6 +19,10 @@ from dialogrl.envs.dealnodeal import (
     parse_selection,
     persona_population,
 )
+from dialogrl.envs.persuasion import LABELS as PERSUASION_LABELS
+from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood, persuasion_population
+from dialogrl.envs.persuasion import hear as hear_strategies
+from dialogrl.envs.persuasion import parse_marker as parse_donation
 from dialogrl.envs.telesales import (
     CATALOG,
     MAX_PRICE,
@@ -117,6 +121,14 @@ def telesales_marker(rng: random.Random) -> str:
     return wrap(rng, " ".join(mutate_fields(rng, [kind, vehicle, price])))
 
 
+def donation_marker(rng: random.Random) -> str:
+    kind = rng.choice(["DONATE", "donate", "Donate", "DONATE ", "GIVE", "donation", ""])
+    amount = rng.choice(["$", "$", "$ ", "", "$$", "\uff04"]) + rng.choice([
+        lambda: f"{rng.randint(0, 2)}", lambda: f"{rng.uniform(0, 2):.2f}", lambda: f".{rng.randint(0, 99)}",
+        lambda: f"{rng.uniform(0, 5):.{rng.randint(0, 4)}f}", lambda: number(rng, 1)])()
+    return wrap(rng, " ".join(mutate_fields(rng, [kind, amount])))
+
+
 def soup(rng: random.Random) -> str:
     parts = ["[", "]", "[", "]", " ", "$", "=", ",", "-", "propose", "accept", "no deal", "offer", "buy", "leave",
              "book=", "hat=", "ball=", "item0=", "<selection>", "k", "."]
@@ -131,6 +143,7 @@ def long_text(rng: random.Random) -> str:
         lambda: "[" * 50_000 + "]" * 50_000, lambda: "$" + "1," * 50_000 + "k",
         lambda: "".join(rng.choice(UNICODE) for _ in range(100_000)),
         lambda: " ".join(dond_marker(rng) + telesales_marker(rng) for _ in range(2000)),
+        lambda: "[DONATE $" + "9" * 5000 + "]", lambda: "[DONATE $0." + "5" * 5000 + "]",
     ])()
 
 
@@ -138,8 +151,8 @@ def fuzz_text(rng: random.Random) -> str:
     """One string of every kind above, drawn with fixed weights (1 in 400 is 10^5 characters long)."""
     if rng.random() < 1 / 400:
         return long_text(rng)
-    kind = rng.choices(["ascii", "unicode", "codepoints", "soup", "dond", "selection", "telesales"],
-                       weights=[2, 2, 1, 2, 3, 2, 3])[0]
+    kind = rng.choices(["ascii", "unicode", "codepoints", "soup", "dond", "selection", "telesales", "donation"],
+                       weights=[2, 2, 1, 2, 3, 2, 3, 2])[0]
     if kind == "ascii":
         return "".join(rng.choice(string.printable) for _ in range(rng.randint(0, 80)))
     if kind == "unicode":
@@ -147,7 +160,8 @@ def fuzz_text(rng: random.Random) -> str:
     if kind == "codepoints":  # anywhere in Unicode but the surrogates
         return "".join(chr(rng.choice([rng.randint(0x20, 0xD7FF), rng.randint(0xE000, 0x10FFFF)]))
                        for _ in range(rng.randint(0, 30)))
-    return {"soup": soup, "dond": dond_marker, "selection": selection_text, "telesales": telesales_marker}[kind](rng)
+    return {"soup": soup, "dond": dond_marker, "selection": selection_text, "telesales": telesales_marker,
+            "donation": donation_marker}[kind](rng)
 
 
 @pytest.fixture(scope="module")
@@ -212,6 +226,18 @@ def test_telesales_marker_parser_and_listener(texts):
     assert kinds == {"talk", "offer", "buy", "accept", "leave"}
 
 
+def test_donation_parser_and_strategy_lexicon(texts):
+    kinds, amounts = set(), 0
+    for text in texts:
+        action, why = check(parse_donation(text))
+        kinds.add(action["type"])
+        if action["type"] == "donate":
+            amounts += 1
+            assert why is None and type(action["amount"]) is float and 0 <= action["amount"] <= 2
+        assert set(hear_strategies(text)) <= set(PERSUASION_LABELS)
+    assert kinds == {"talk", "donate"} and amounts > 50
+
+
 def test_lookalike_digits_never_parse_as_numbers():
     counts, lot = (4, 4, 4), VehicleTeleSales().sample_scenarios(1, seed=0)[0].lot
     for d in LOOKALIKES:
@@ -219,6 +245,7 @@ def test_lookalike_digits_never_parse_as_numbers():
         assert parse_selection(f"book={d} hat=0 ball=0", counts)[0]["share"] is None
         assert parse_marker(f"[OFFER {d} $20000]", lot)[0]["type"] == "talk"
         assert parse_marker(f"[OFFER 1 ${d * 5}]", lot)[0]["type"] == "talk"
+        assert parse_donation(f"[DONATE ${d}]")[0]["type"] == "talk"
 
 
 # ------------------------------------------------------------------------------------------------ whole games
@@ -244,6 +271,8 @@ class FuzzAgent(Agent):
                 if r.state.info.get("phase") == "select":
                     return " ".join(f"{i}={n}" for i, n in zip(ITEMS, share))
                 return rng.choice(["[accept]", "[propose " + " ".join(f"{i}={n}" for i, n in zip(ITEMS, share)) + "]"])
+            if isinstance(r.task, PersuasionForGood):
+                return rng.choice(["[DONATE $1]", "[DONATE $0]", f"[DONATE ${rng.uniform(0, 3):.2f}]"])
             offers = r.state.info.get("offers") or [(rng.choice(r.state.scenario.lot), rng.randint(1000, 60000))]
             v, price = rng.choice(offers)
             return rng.choice([f"[OFFER {v} ${price}]", f"[BUY {v} ${price:,}]", "[ACCEPT]"])
@@ -301,3 +330,17 @@ def test_one_marker_frames_the_markers_of_every_game():
     assert one_marker("[a] and [b]") == (None, "2 markers in one turn")
     assert one_marker("[accept") == (None, "malformed marker (unbalanced brackets)")
     assert one_marker("[propose book=①]")[1].endswith("(not ASCII)")
+
+
+@pytest.mark.parametrize("max_exchanges", [1, 5])
+def test_persuasion_games_with_fuzz_in_every_seat(max_exchanges):
+    task = PersuasionForGood(max_exchanges=max_exchanges)
+    scenarios = task.sample_scenarios(150, seed=max_exchanges)
+    ends = set()
+    for agents in [{"persuader": FuzzAgent(20), "persuadee": FuzzAgent(21)},
+                   {"persuader": FuzzAgent(22), "persuadee": PersuasionAgent(None, seed=23)},
+                   {"persuader": FuzzAgent(24), "persuadee": persuasion_population("persuadee", ["reluctant",
+                                                                                                 "contrarian"])},
+                   {"persuader": persuasion_population("persuader", seed=25), "persuadee": FuzzAgent(26)}]:
+        ends |= finished(task, play(task, agents, scenarios), cap=2 * max_exchanges)
+    assert ends == {"donate", "turn_cap"}

@@ -5,10 +5,14 @@ Deal or No Deal (Lewis et al. 2017), from either source:
   - the hub dataset `mikelewis0/deal_or_no_dialog` (needs internet or the local HF cache).
 Each dialogue becomes a DondRecord: the scenario with A = the first speaker, the talk turns, and each role's own
 selection where the file records it. `replay(task, record)` plays it through the task's rules.
+Persuasion for Good (Wang et al. 2019), from a local folder of the release's CSV files (`load_p4g`): each dialogue a
+P4GRecord with its turns, the persuadee's donation and, for the 300 annotated dialogues, the strategy label of every
+persuader sentence.
 The data is never committed to this repository; tests read a local copy (see tests/conftest.py).
 """
 from __future__ import annotations
 
+import csv
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -247,3 +251,64 @@ def dond_human_corpus(source: str | Path, max_turns: int = 20, views: str = "bot
         games.append(replay(task, rec))  # roles the file lacks a selection for are left out
         roles.append(keep)
     return selection_conversations(task, games, roles)
+
+
+# ------------------------------------------------------------------------------------------- Persuasion for Good
+
+P4G_ROLES = {"0": "persuader", "1": "persuadee"}   # the release's B4 codes: 0 persuader (ER), 1 persuadee (EE)
+P4G_FILES = ("full_dialog.csv", "full_info.csv")
+
+
+@dataclass
+class P4GRecord:
+    """One Persuasion for Good dialogue. turns: (role, text), consecutive units of one speaker joined. donation: the
+    persuadee's actual donation in dollars (B6), clipped to the $2 payment (the release holds a few larger values,
+    `raw_donation`); None where the file has none. sentences: for the 300 annotated dialogues, every persuader
+    sentence as (turn number of the release, text, strategy label er_label_1), else None."""
+    id: str
+    turns: list[tuple[str, str]]
+    donation: float | None
+    raw_donation: float | None = None
+    sentences: list[tuple[int, str, str]] | None = None
+
+
+def _read_csv(path: Path) -> list[dict]:
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def load_p4g(source: str | Path, payment: float = 2.0) -> list[P4GRecord]:
+    """Persuasion for Good records from a local folder holding the release's `full_dialog.csv` and `full_info.csv`
+    (and, for the strategy annotations, `300_dialog.csv`), in the order of `full_dialog.csv`."""
+    path = Path(source).expanduser()
+    missing = [n for n in P4G_FILES if not (path / n).is_file()]
+    if not path.is_dir() or missing:
+        raise FileNotFoundError(f"no Persuasion for Good release at {source!r}: need a folder with "
+                                f"{', '.join(P4G_FILES)} (missing: {', '.join(missing) or 'the folder'})")
+    turns: dict[str, list[tuple[str, str]]] = {}
+    for n, row in enumerate(_read_csv(path / "full_dialog.csv"), 2):
+        role = P4G_ROLES.get(row.get("B4", ""))
+        if role is None or not row.get("B2"):
+            raise ValueError(f"{path / 'full_dialog.csv'}:{n}: malformed row (B4 must be 0 or 1, B2 a dialogue id)")
+        text = " ".join((row.get("Unit") or "").split())
+        said = turns.setdefault(row["B2"], [])
+        if said and said[-1][0] == role:
+            said[-1] = (role, f"{said[-1][1]} {text}".strip())
+        elif text:
+            said.append((role, text))
+    donations: dict[str, float] = {}
+    for row in _read_csv(path / "full_info.csv"):
+        if row.get("B4") == "1" and row.get("B6") not in (None, ""):
+            donations[row["B2"]] = float(row["B6"])
+    sentences: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    if (path / "300_dialog.csv").is_file():
+        for row in _read_csv(path / "300_dialog.csv"):
+            if row.get("B4") == "0" and row.get("er_label_1"):
+                sentences[row["B2"]].append((int(float(row["Turn"])), " ".join(row["Unit"].split()),
+                                             row["er_label_1"].strip()))
+    out = []
+    for did, said in turns.items():
+        raw = donations.get(did)
+        out.append(P4GRecord(did, said, None if raw is None else min(max(raw, 0.0), payment), raw,
+                             sentences.get(did)))
+    return out

@@ -28,6 +28,7 @@ import torch
 
 from dialogrl.data import dond_human_corpus
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
+from dialogrl.envs.persuasion.corpus import persuasion_corpus
 from dialogrl.envs.telesales.corpus import telesales_corpus
 
 # ChatML as Qwen instruct models write it, with TRL's generation markers around each assistant reply so that
@@ -92,6 +93,11 @@ TINY_MODELS: dict[str, TinyRecipe] = {
         corpus=telesales_corpus,
         corpus_kwargs={"n_dialogues": 7000, "seed": 0, "views": "one"},  # ~2.3M tokens, as many as tiny-dond's
         description="Vehicle TeleSales (seller and buyer), warm-started on scripted persona dialogues",
+    ),
+    "tiny-persuasion": TinyRecipe(
+        corpus=persuasion_corpus,
+        corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one"},
+        description="Persuasion for Good (persuader and persuadee), warm-started on scripted persona dialogues",
     ),
     "tiny-dond-human": TinyRecipe(
         corpus=dond_human_corpus,

@@ -1,0 +1,276 @@
+"""Scripted Persuasion for Good persuaders and persuadees: the warm-start corpus's authors and held-out counterparts.
+
+A scripted persuadee hears the persuasion strategies in the persuader's words (`strategies.hear`, a cue lexicon) and
+decides with a logistic model of its wish to give:
+
+    z = HUMAN_FIT["intercept"] + base + mood + sum over heard strategies s of beta_s * (1 + 0.25 * min(n_s - 1, 2))
+        - COLD_ASK if asked before hearing any strategy - NAG * (asks beyond the second)
+    beta_s = HUMAN_FIT["beta"][s] + likes[s]
+
+n_s counts the persuader turns in which s was heard. It draws one threshold u per game; it gives when it is asked
+(or at its last turn) and sigmoid(z) > u, otherwise it declines and the talk goes on; at its last turn it ends the
+game with [DONATE $0] if it still will not give. The amount comes from the human donors' amounts (HUMAN_FIT
+["amounts"]), tilted to larger ones as z grows, at most its `cap`.
+
+Fit to the human data where it can inform the model (`strategies.fit_human_response` on the 300 annotated
+dialogues; `tests/test_persuasion.py` re-fits and checks these constants): the intercept and the mean
+susceptibility beta_s of a population hearing strategy s (a regularised logistic regression of "donated" on which
+strategies the persuader used: associations in observational data, not causal effects), and the distribution of
+donated amounts. What the data cannot give is designed and stated here: each persona's deviations `likes` from the
+mean (centred over PERSUADEE_PERSONAS, so that the personas of the corpus average to the human fit), its `base`
+willingness and `cap`, and the held-out personas (UNSEEN_PERSUADEES, not centred) that respond to strategies the
+others do not.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population
+from dialogrl.envs.persuasion.strategies import STRATEGIES, hear
+from dialogrl.envs.persuasion.task import PERSUADEE_PROFILES, PersuasionForGood, donate_marker
+
+# strategies.fit_human_response(load_p4g(".../persuasionforgood")), rounded (C=0.3; 300 annotated dialogues, 49%
+# gave; amounts: the donors' B6 within the $2 payment, 545 persuadees of 1,017)
+HUMAN_FIT = {
+    "intercept": 0.14,
+    "beta": {"credibility-appeal": -0.5, "logical-appeal": 0.0, "emotion-appeal": 0.23, "personal-story": 0.38,
+             "donation-information": 0.33, "foot-in-the-door": 0.05, "self-modeling": -0.22,
+             "source-related-inquiry": 0.14, "task-related-inquiry": -0.15, "personal-related-inquiry": -0.3},
+    "amounts": {0.05: 0.057, 0.1: 0.105, 0.15: 0.053, 0.2: 0.094, 0.25: 0.055, 0.3: 0.083, 0.5: 0.142, 1.0: 0.287,
+                2.0: 0.125},
+}
+COLD_ASK = 0.5   # asked before any strategy was heard
+NAG = 0.3        # per ask beyond the second
+
+
+@dataclass(frozen=True)
+class PersuadeePersona:
+    """A scripted persuadee: `likes` (strategy -> log-odds beyond the human mean), `base` willingness (log-odds),
+    `cap` the most it gives, `asks_about` the question it asks when it has nothing to answer, `about` the profile
+    line of an LM persuadee's prompt."""
+    name: str
+    about: str
+    likes: dict[str, float] = field(default_factory=dict)
+    base: float = 0.0
+    cap: float = 2.0
+    asks_about: str = "what does the charity actually do?"
+
+
+@dataclass(frozen=True)
+class PersuaderPersona:
+    """A scripted persuader: `mix` (strategy -> weight) picks one or two strategies a turn (not the last turn's);
+    it asks for a donation from its turn `ask_from` (0-based) on, and on every later turn with probability
+    `ask_again`."""
+    name: str
+    mix: dict[str, float]
+    ask_from: int = 2
+    ask_again: float = 0.5
+
+
+def _centred(raw: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """Each strategy's deviations minus their mean over the personas (so that they average to the human fit)."""
+    mean = {s: sum(r.get(s, 0.0) for r in raw.values()) / len(raw) for s in STRATEGIES}
+    return {p: {s: round(r.get(s, 0.0) - mean[s], 3) for s in STRATEGIES} for p, r in raw.items()}
+
+
+_LIKES = _centred({
+    "sympathetic": {"emotion-appeal": 1.4, "personal-story": 1.2, "self-modeling": 0.6},
+    "analytical": {"logical-appeal": 1.4, "donation-information": 1.0, "credibility-appeal": 0.6},
+    "skeptical": {"credibility-appeal": 1.6, "donation-information": 0.6, "source-related-inquiry": 0.6},
+    "frugal": {"foot-in-the-door": 1.6, "donation-information": 0.4},
+    "sociable": {"personal-related-inquiry": 1.2, "task-related-inquiry": 0.8, "self-modeling": 0.8},
+})
+PERSUADEE_PERSONAS: dict[str, PersuadeePersona] = {p.name: p for p in [
+    PersuadeePersona("sympathetic", PERSUADEE_PROFILES["sympathetic"], _LIKES["sympathetic"], base=0.3,
+                     asks_about="who are the children it helps?"),
+    PersuadeePersona("analytical", PERSUADEE_PROFILES["analytical"], _LIKES["analytical"],
+                     asks_about="how much of the money reaches the children?"),
+    PersuadeePersona("skeptical", PERSUADEE_PROFILES["skeptical"], _LIKES["skeptical"], base=-0.5,
+                     asks_about="who runs this charity?"),
+    PersuadeePersona("frugal", PERSUADEE_PROFILES["frugal"], _LIKES["frugal"], base=-0.2, cap=0.5,
+                     asks_about="how would the donation work?"),
+    PersuadeePersona("sociable", PERSUADEE_PROFILES["sociable"], _LIKES["sociable"], base=0.1,
+                     asks_about="have you donated yourself?"),
+]}
+# Persuadees no part of the pipeline has seen (the scenario generator and the corpus draw PERSUADEE_PERSONAS only):
+# the held-out panel's scripted members. Play one by name (`PersuadeeAgent("reluctant")`).
+UNSEEN_PERSUADEES: dict[str, PersuadeePersona] = {p.name: p for p in [
+    PersuadeePersona("reluctant", "you rarely give; only a personal example might change your mind",
+                     {"self-modeling": 1.6, "personal-story": 1.0}, base=-1.0, cap=1.0),
+    PersuadeePersona("contrarian", "pressure and sad stories put you off; plain facts and small asks do not",
+                     {"emotion-appeal": -1.2, "personal-story": -0.8, "foot-in-the-door": 1.0,
+                      "donation-information": 0.8, "logical-appeal": 0.6}),
+    PersuadeePersona("generous", "you like giving and need little convincing", {s: 0.2 for s in STRATEGIES},
+                     base=0.8),
+]}
+ALL_PERSUADEES: dict[str, PersuadeePersona] = {**PERSUADEE_PERSONAS, **UNSEEN_PERSUADEES}
+
+PERSUADER_PERSONAS: dict[str, PersuaderPersona] = {p.name: p for p in [
+    PersuaderPersona("storyteller", {"emotion-appeal": 3, "personal-story": 2, "self-modeling": 1}),
+    PersuaderPersona("factual", {"credibility-appeal": 2, "logical-appeal": 2, "donation-information": 2}),
+    PersuaderPersona("friendly", {"personal-related-inquiry": 2, "task-related-inquiry": 2,
+                                  "source-related-inquiry": 1, "foot-in-the-door": 1}, ask_from=3),
+    PersuaderPersona("pushy", {"foot-in-the-door": 2, "donation-information": 1}, ask_from=0, ask_again=0.9),
+    PersuaderPersona("balanced", {s: 1 for s in STRATEGIES}),
+]}
+
+# What scripted persuaders say: each phrase carries its strategy's cue (strategies.CUES).
+SAY: dict[str, list[str]] = {
+    "credibility-appeal": ["save the children is a reputable charity, founded over 100 years ago.",
+                           "it's a trusted organization with a long track record.",
+                           "charity navigator rates them highly, they are very transparent."],
+    "logical-appeal": ["every dollar goes a long way there.", "a small gift pays for a meal, so it really adds up.",
+                       "think about it: two dollars provides clean water for a child for weeks."],
+    "emotion-appeal": ["imagine a child going to bed hungry tonight.",
+                       "it's heartbreaking how many kids are suffering right now.",
+                       "so many innocent children are starving in war zones."],
+    "personal-story": ["i remember seeing kids in need when i was traveling.",
+                       "my friend volunteers with them and told me what she saw.",
+                       "when i was young my family got help from a charity like this."],
+    "donation-information": ["the donation comes from your task payment, sent to the charity directly.",
+                             "you can give any part of your $2; it is deducted at the end of the task.",
+                             "the researchers send it directly to save the children."],
+    "foot-in-the-door": ["even a little helps, just 10 cents would be great.",
+                         "any amount is welcome, even a few cents.", "just a bit of your payment would help."],
+    "self-modeling": ["i'm donating part of mine too.", "i will donate half of my payment.",
+                      "i'll donate as well, it feels right."],
+    "source-related-inquiry": ["have you heard of save the children?", "are you familiar with save the children?",
+                               "do you know about the work of save the children?"],
+    "task-related-inquiry": ["have you ever donated to a charity?", "do you donate to charities usually?",
+                             "which charities do you give to?"],
+    "personal-related-inquiry": ["do you have kids of your own?", "where are you from?",
+                                 "tell me about yourself, do you have a family?"],
+    "ask": ["would you donate some of your payment?", "would you like to donate to save the children?",
+            "how much would you like to donate?", "would you consider giving part of your $2?"],
+    "open": ["hi, how are you today?", "hello there!", "hi! thanks for chatting with me."],
+}
+# What scripted persuadees say: a reaction to a strategy it likes (pos) or not (neg), answers, asks and decisions.
+REPLY: dict[str, list[str]] = {
+    "greet": ["hi, i'm good.", "hello! doing fine.", "hey, nice to meet you."],
+    "pos": ["that's good to hear.", "oh, that's touching.", "that makes sense.", "okay, that helps.",
+            "i like that."],
+    "neg": ["hmm, i'm not sure about that.", "that doesn't really move me.", "okay.", "i've heard that before."],
+    "answer_yes": ["yes, i have.", "yes, sometimes.", "i do, yes."],
+    "answer_no": ["not really.", "no, not much.", "no, i haven't."],
+    "decline": ["i don't think i can right now.", "not today, sorry.", "i need this money, sorry.",
+                "let me think about it."],
+    "give": ["okay, i'll give some.", "sure, count me in.", "alright, i'll donate.", "fine, here you go."],
+    "refuse": ["sorry, i'll keep my payment.", "no, i won't donate this time.", "i'll pass, thanks."],
+}
+
+
+def _pick(rng: random.Random, weights: dict[str, float], avoid: set[str]) -> str:
+    names = [s for s in weights if s not in avoid and weights[s] > 0] or list(weights)
+    return rng.choices(names, weights=[weights[s] for s in names])[0]
+
+
+class PersuasionAgent(Agent):
+    """Plays one scripted persona of either role: a PersuaderPersona, a PersuadeePersona, a name from
+    PERSUADER_PERSONAS or ALL_PERSUADEES, or None (a persuadee playing its scenario's persona). Deterministic per
+    game: every utterance draws from random.Random(f"{seed}/{scenario id}/{role}/{turn}")."""
+
+    def __init__(self, persona: PersuaderPersona | PersuadeePersona | str | None = None, seed: int = 0):
+        if isinstance(persona, str):
+            if persona not in PERSUADER_PERSONAS and persona not in ALL_PERSUADEES:
+                raise ValueError(f"unknown persona {persona!r}; persuaders: {', '.join(PERSUADER_PERSONAS)}; "
+                                 f"persuadees: {', '.join(ALL_PERSUADEES)}")
+            persona = PERSUADER_PERSONAS.get(persona) or ALL_PERSUADEES[persona]
+        self.persona, self.seed = persona, seed
+        self.name = persona.name if persona is not None else "scenario-persuadee"
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        return [self.utter(r.task, r.state, r.role) for r in requests]
+
+    def utter(self, task: PersuasionForGood, state: GameState, role: str) -> str:
+        p = self.persona if self.persona is not None else PERSUADEE_PERSONAS[state.scenario.persona]
+        want = PersuaderPersona if role == "persuader" else PersuadeePersona
+        if not isinstance(p, want):
+            raise ValueError(f"persona {p.name!r} cannot play the {role}")
+        rng = random.Random(f"{self.seed}/{state.scenario.id}/{role}/{len(state.turns)}")
+        return self._persuade(p, state, rng) if role == "persuader" else self._respond(p, task, state, rng)
+
+    # -- the persuader
+    @staticmethod
+    def _persuade(p: PersuaderPersona, state: GameState, rng: random.Random) -> str:
+        n = len(state.talk_turns()) // 2                      # its turn number, from 0
+        last = state.talk_turns()[-2].text if n else ""
+        parts = [rng.choice(SAY["open"])] if n == 0 else []
+        used = set(hear(last))
+        first = _pick(rng, p.mix, used)
+        parts.append(rng.choice(SAY[first]))
+        second = _pick(rng, p.mix, used | {first})
+        if second != first and rng.random() < 0.4:
+            parts.append(rng.choice(SAY[second]))
+        if n >= p.ask_from and (n == p.ask_from or rng.random() < p.ask_again):
+            parts.append(rng.choice(SAY["ask"]))
+        return " ".join(parts)
+
+    # -- the persuadee
+    @staticmethod
+    def wish(p: PersuadeePersona, state: GameState) -> float:
+        """z: its log-odds of giving after what it has heard so far (see the module docstring)."""
+        heard: dict[str, int] = {}
+        asks, cold = 0, False
+        for t in state.talk_turns():
+            if t.role != "persuader":
+                continue
+            said = hear(t.text)
+            if "ask" in said:
+                asks += 1
+                cold = cold or not heard
+            for s in said:
+                if s != "ask":
+                    heard[s] = heard.get(s, 0) + 1
+        z = HUMAN_FIT["intercept"] + p.base + state.scenario.mood
+        z += sum((HUMAN_FIT["beta"][s] + p.likes.get(s, 0.0)) * (1 + 0.25 * min(k - 1, 2)) for s, k in heard.items())
+        return z - COLD_ASK * cold - NAG * max(asks - 2, 0)
+
+    def _amount(self, p: PersuadeePersona, z: float, rng: random.Random) -> float:
+        amounts = HUMAN_FIT["amounts"]
+        xs = [a for a in amounts if a <= p.cap] or [min(amounts)]
+        return rng.choices(xs, weights=[amounts[a] * math.exp(0.5 * z * a) for a in xs])[0]
+
+    def _respond(self, p: PersuadeePersona, task: PersuasionForGood, state: GameState, rng: random.Random) -> str:
+        talk = state.talk_turns()
+        last_turn = len(talk) >= task.max_turns - 1
+        said = hear(talk[-1].text) if talk else []
+        u = random.Random(f"{self.seed}/{state.scenario.id}/threshold").random()   # one threshold per game
+        z = self.wish(p, state)
+        gives = 1 / (1 + math.exp(-z)) > u
+        if "ask" in said or last_turn:
+            if gives:
+                return f"{rng.choice(REPLY['give'])} {donate_marker(self._amount(p, z, rng))}"
+            if last_turn:
+                return f"{rng.choice(REPLY['refuse'])} {donate_marker(0.0)}"
+        parts = [rng.choice(REPLY["greet"])] if len(talk) == 1 else []
+        strategies = [s for s in said if s != "ask"]
+        if strategies:
+            s = strategies[0]
+            if s.endswith("inquiry"):
+                parts.append(rng.choice(REPLY["answer_yes" if HUMAN_FIT["beta"][s] + p.likes.get(s, 0.0) > 0
+                                              or rng.random() < 0.5 else "answer_no"]))
+            else:
+                parts.append(rng.choice(REPLY["pos" if HUMAN_FIT["beta"][s] + p.likes.get(s, 0.0) > 0 else "neg"]))
+        if "ask" in said:
+            parts.append(rng.choice(REPLY["decline"]))
+        elif not strategies or rng.random() < 0.3:
+            parts.append(p.asks_about)
+        return " ".join(parts)
+
+
+def persuasion_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
+                          seed: int = 0) -> Population:
+    """A Population of scripted personas for `role` ('persuader' or 'persuadee'): all of PERSUADER_PERSONAS or
+    PERSUADEE_PERSONAS by default; persuadees of UNSEEN_PERSUADEES by name."""
+    personas = {"persuader": PERSUADER_PERSONAS, "persuadee": ALL_PERSUADEES}.get(role)
+    if personas is None:
+        raise ValueError(f"role={role!r}: choose 'persuader' or 'persuadee'")
+    names = list(names or (PERSUADER_PERSONAS if role == "persuader" else PERSUADEE_PERSONAS))
+    unknown = [n for n in names if n not in personas]
+    if unknown:
+        raise ValueError(f"unknown {role} persona(s) {unknown}; {role}s: {', '.join(personas)}")
+    members = {n: PersuasionAgent(personas[n], seed=seed * 1000 + i) for i, n in enumerate(names)}
+    return Population(members, dict(weights or {}), seed=seed)
