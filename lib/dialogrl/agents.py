@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 from dialogrl.envs.base import ActRequest, Agent, Population, StreamingAgent, Utterance
 
-__all__ = ["LMAgent", "ActRequest", "Agent", "Population", "StreamingAgent", "Utterance"]
+__all__ = ["LMAgent", "VerbalizedSampling", "parse_vs", "vs_answer", "vs_messages", "VS_MODES", "ActRequest", "Agent",
+           "Population", "StreamingAgent", "Utterance"]
 
 
 class LMAgent(StreamingAgent):
@@ -165,3 +166,144 @@ class LMAgent(StreamingAgent):
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.float()
         logp = token_logprobs(logits[:, :-1], ids[:, 1:])  # (N, L-1)
         return {c: logp[i, -(len(s) - len(prompt)):].sum().item() for i, (c, s) in enumerate(zip(candidates, seqs))}
+
+
+# ------------------------------------------------------------------------------------------ Verbalized Sampling
+
+VS_MODES = ("random", "prob")
+
+
+def vs_messages(messages: Sequence[dict], k: int, speaker: str = "You", partner: str = "Partner") -> list[dict]:
+    """A role's chat view as a Verbalized Sampling prompt, in the layout of the method's released framework: the
+    system prompt with the VS instruction added, and one user message holding the conversation so far (the role's own
+    turns as `speaker`, the partner's as `partner`), asking for `k` candidate replies with probabilities as JSON:
+
+        {"responses": [{"text": "...", "probability": 0.4}, ...]}
+    """
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    talk = [f"{speaker if m['role'] == 'assistant' else partner}: {m['content']}"
+            for m in messages if m["role"] != "system"]
+    instruction = (f"Give {k} different replies you might send next, each with the probability that you would send "
+                   'it, as JSON only: {"responses": [{"text": reply, "probability": p}, ...]}, '
+                   f"{k} items, the probabilities summing to 1.")
+    return [{"role": "system", "content": " ".join(system + [instruction])},
+            {"role": "user", "content": "Conversation so far:\n" + "\n".join(talk) + "\nYour candidate replies:"}]
+
+
+def vs_answer(candidates: Sequence[tuple[str, float]]) -> str:
+    """The JSON a VS prompt asks for, from (text, probability) pairs (what the tiny models are trained to write)."""
+    import json
+
+    return json.dumps({"responses": [{"text": t, "probability": round(float(p), 2)} for t, p in candidates]})
+
+
+def parse_vs(text: str, k: int, tolerance: float = 0.05) -> tuple[list[tuple[str, float]] | None, str | None]:
+    """Parse a VS answer into (candidates, problem). Never raises.
+
+    candidates: (text, probability) pairs with the probabilities normalised to sum to 1, or None when the answer is
+    unusable; problem: None, or why it is unusable ("not JSON", "no responses list", "k=3, asked for 5", "an empty
+    reply", "a probability that is not a number in [0, 1]", "probabilities sum to 0"), or, with usable candidates,
+    "probabilities sum to S" when they were renormalised from more than `tolerance` away from 1 (counted, not fatal).
+    The JSON object may stand inside other text (the first '{' to the last '}').
+    """
+    import json
+    import math
+
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        data = json.loads(text[start:end + 1]) if 0 <= start < end else None
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        return None, "not JSON"
+    items = data.get("responses")
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        return None, "no responses list"
+    if len(items) != k:
+        return None, f"k={len(items)}, asked for {k}"
+    texts = [x.get("text") for x in items]
+    if not all(isinstance(t, str) and t.strip() for t in texts):
+        return None, "an empty reply"
+    probs = [x.get("probability") for x in items]
+    if not all(isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and 0 <= p <= 1
+               for p in probs):
+        return None, "a probability that is not a number in [0, 1]"
+    total = float(sum(probs))
+    if total <= 0:
+        return None, "probabilities sum to 0"
+    problem = None if abs(total - 1) <= tolerance else f"probabilities sum to {total:.2f}"
+    return [(t.strip(), p / total) for t, p in zip(texts, probs)], problem
+
+
+class VerbalizedSampling(Agent):
+    """Verbalized Sampling around an LMAgent: each turn the model is asked for `k` candidate replies with their
+    probabilities (`vs_messages`), and one candidate is drawn: uniformly (`mode="random"`, the published main
+    setting) or by the stated probabilities (`mode="prob"`). An unusable answer is asked again up to `retries` times;
+    after that the raw text is the reply (a fallback). Every attempt's outcome is counted in `stats`: turns,
+    attempts, problems by kind, fallbacks and renormalised answers; `fallback_rate` is fallbacks per turn.
+
+    The draw is reproducible per game (random.Random of seed, scenario id, role and turn); the model's sampling
+    follows torch's seed. Replies are plain text (no token ids): a VS simulator is a frozen counterpart.
+    """
+
+    def __init__(self, lm: LMAgent, k: int = 5, mode: str = "random", retries: int = 2, seed: int = 0,
+                 name: str | None = None, speaker: str = "You", partner: str = "Partner"):
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"k={k!r}: must be an int >= 1")
+        if mode not in VS_MODES:
+            raise ValueError(f"mode={mode!r}: choose one of {', '.join(VS_MODES)}")
+        if not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries={retries!r}: must be an int >= 0")
+        self.lm, self.k, self.mode, self.retries, self.seed = lm, k, mode, retries, seed
+        self.speaker, self.partner = speaker, partner
+        self.name = name or f"vs-{mode}({lm.name})"
+        self.stats: dict = {}
+        self.reset_stats()
+
+    def reset_stats(self) -> None:
+        self.stats = {"turns": 0, "attempts": 0, "fallbacks": 0, "renormalised": 0, "problems": {}}
+
+    @property
+    def fallback_rate(self) -> float:
+        return self.stats["fallbacks"] / max(self.stats["turns"], 1)
+
+    def choose(self, candidates: Sequence[tuple[str, float]], request: ActRequest) -> str:
+        import random
+
+        rng = random.Random(f"{self.seed}/{getattr(request.state.scenario, 'id', 0)}/{request.role}/"
+                            f"{len(request.state.turns)}")
+        if self.mode == "random":
+            return rng.choice(candidates)[0]
+        return rng.choices([t for t, _ in candidates], weights=[p for _, p in candidates])[0]
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        prompts = [vs_messages(r.messages, self.k, self.speaker, self.partner) for r in requests]
+        out: list[str | None] = [None] * len(requests)
+        raw: list[str] = [""] * len(requests)
+        pending = list(range(len(requests)))
+        self.stats["turns"] += len(requests)
+        for _ in range(self.retries + 1):
+            if not pending:
+                break
+            said = self.lm.generate([prompts[i] for i in pending])
+            self.stats["attempts"] += len(pending)
+            still = []
+            for i, u in zip(pending, said):
+                candidates, problem = parse_vs(u.text, self.k)
+                if problem is not None:
+                    kind = problem.split(" sum to ")[0] if "sum to" in problem else problem.split(",")[0]
+                    self.stats["problems"][kind] = self.stats["problems"].get(kind, 0) + 1
+                if candidates is None:
+                    raw[i] = u.text
+                    still.append(i)
+                    continue
+                self.stats["renormalised"] += problem is not None
+                out[i] = self.choose(candidates, requests[i])
+            pending = still
+        for i in pending:   # still unusable after the retries: the raw text, counted
+            out[i] = raw[i]
+            self.stats["fallbacks"] += 1
+        return out
+
+    def clear_cache(self) -> None:
+        self.lm.clear_cache()

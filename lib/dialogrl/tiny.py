@@ -96,8 +96,9 @@ TINY_MODELS: dict[str, TinyRecipe] = {
     ),
     "tiny-persuasion": TinyRecipe(
         corpus=persuasion_corpus,
-        corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one"},
-        description="Persuasion for Good (persuader and persuadee), warm-started on scripted persona dialogues",
+        corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one", "vs_share": 0.25},
+        description="Persuasion for Good (persuader and persuadee, a quarter of the persuadee's conversations as "
+                    "Verbalized Sampling answers), warm-started on scripted persona dialogues",
     ),
     "tiny-dond-human": TinyRecipe(
         corpus=dond_human_corpus,
