@@ -242,3 +242,39 @@ def test_power_analysis_of_a_paired_claim():
     assert power_analysis(a, b, "score", paper_effect=None)["detectable"] is None
     one = power_analysis(a[a.seed == 0], b[b.seed == 0], "score", paper_effect=1.0)  # one seed: no MDE, no nan
     assert one["seeds"] == 1 and one["mde"] is None and one["detectable"] is None and one["tau2"] is None
+
+
+def test_diversity_measures_by_hand():
+    from dialogrl.evaluate import distinct_n, label_entropy, top1_share
+
+    assert distinct_n(["a b a b", "a b"], 1) == pytest.approx(2 / 6)
+    assert distinct_n(["a b a b", "a b"], 2) == pytest.approx(2 / 4)   # (a b), (b a)
+    assert np.isnan(distinct_n(["a"], 2))
+    assert label_entropy(["x"] * 4) == 0 and label_entropy(["x", "y", "z", "w"]) == pytest.approx(2)
+    assert label_entropy(["x", "x", "y", "y"], base=np.e) == pytest.approx(np.log(2))
+    assert top1_share(["Hi there", "hi  there", "no"]) == pytest.approx(2 / 3) and np.isnan(top1_share([]))
+
+
+def test_sharpening_exponent_recovers_a_temperature():
+    from dialogrl.evaluate import sharpening_exponent
+
+    p = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
+    for gamma in (1.0, 2.0, 1 / 0.3):
+        q = p ** gamma / (p ** gamma).sum()
+        g, se = sharpening_exponent(p, q)
+        assert g == pytest.approx(gamma) and se == pytest.approx(0, abs=1e-9)
+    with pytest.raises(ValueError, match="at least 3"):
+        sharpening_exponent([0.5, 0.5, 0], [0.9, 0.1, 0.2])
+
+
+def test_cluster_coverage_tells_one_mode_from_many():
+    from dialogrl.evaluate import cluster_coverage
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(8, 5)) * 10
+    spread = np.concatenate([c + rng.normal(size=(20, 5)) for c in centres])
+    collapsed = centres[0] + rng.normal(size=(160, 5))
+    cov = cluster_coverage({"spread": spread, "collapsed": collapsed}, k=8)
+    assert cov["spread"] == 1.0 and cov["collapsed"] <= 2 / 8
+    with pytest.raises(ValueError, match="k=50"):
+        cluster_coverage({"a": spread[:10]}, k=50)

@@ -261,3 +261,20 @@ def test_human_fit_constants_come_from_the_data(p4g):
     assert fit["n"] == 300 and fit["intercept"] == HUMAN_FIT["intercept"]
     assert fit["beta"] == pytest.approx(HUMAN_FIT["beta"], abs=0.006)
     assert fit["amounts"] == pytest.approx(HUMAN_FIT["amounts"], abs=0.0006)
+
+
+def test_human_persuadee_corpus(shared_data):
+    from dialogrl.data import p4g_human_corpus
+
+    corpus = p4g_human_corpus(shared_data / "persuasionforgood")
+    check_corpus(corpus)
+    assert len(corpus) == 1017 and all(c[0]["role"] == "system" and "You are a worker" in c[0]["content"]
+                                       for c in corpus)
+    assert all(sum(m["role"] == "assistant" for m in c) <= 5 for c in corpus)
+    assert all(c[-1]["role"] == "assistant" and c[-1]["content"].endswith("]") for c in corpus)
+    gave = [parse_marker(c[-1]["content"])[0]["amount"] > 0 for c in corpus]
+    assert np.mean(gave) == pytest.approx(545 / 1017)
+    assert {p for p in PERSUADEE_PROFILES if any(PERSUADEE_PROFILES[p] in c[0]["content"] for c in corpus)} == \
+        set(PERSUADEE_PROFILES)
+    with pytest.raises(ValueError, match="--data"):
+        p4g_human_corpus(None)

@@ -312,3 +312,37 @@ def load_p4g(source: str | Path, payment: float = 2.0) -> list[P4GRecord]:
         out.append(P4GRecord(did, said, None if raw is None else min(max(raw, 0.0), payment), raw,
                              sentences.get(did)))
     return out
+
+
+def p4g_human_corpus(source: str | Path | None, max_exchanges: int = 5, seed: int = 0) -> list[list[dict]]:
+    """The human persuadees of Persuasion for Good as chat conversations: the corpus of `tiny-persuasion-human`, the
+    held-out "human" persuadee of notebook 03.
+
+    Each dialogue from the persuadee's view, cut to the game's first `max_exchanges` exchanges, its last kept turn
+    ending with the persuadee's recorded donation as the game's marker ([DONATE $x]: the study recorded it after the
+    chat). The system prompt names a persuadee profile drawn uniformly (seeded) from PERSUADEE_PROFILES, so that the
+    model, like the humans, answers every profile's prompt the same way. Dialogues without a recorded donation are
+    left out.
+    """
+    import random
+
+    from dialogrl.envs.persuasion import PERSUADEE_PROFILES, PersuasionForGood, PersuasionScenario, donate_marker
+
+    if source is None:
+        raise ValueError("tiny-persuasion-human is built from the Persuasion for Good release: give a local copy, "
+                         "`python -m dialogrl build-tiny tiny-persuasion-human --data <folder with full_dialog.csv>`")
+    task = PersuasionForGood(max_exchanges=max_exchanges)
+    rng = random.Random(seed)
+    out = []
+    for i, rec in enumerate(load_p4g(source)):
+        if rec.donation is None or len(rec.turns) < 2:
+            continue
+        turns = rec.turns[:2 * max_exchanges]
+        if turns[-1][0] != "persuadee":
+            turns = turns[:-1]
+        state = task.reset(PersuasionScenario(rng.choice(sorted(PERSUADEE_PROFILES)), 0.0, id=i))
+        for k, (_, text) in enumerate(turns):
+            said = text.replace("[", "(").replace("]", ")")   # the humans' own brackets are not markers
+            task.step(state, f"{said} {donate_marker(rec.donation)}" if k == len(turns) - 1 else said)
+        out.append(task.view(state, "persuadee"))
+    return out

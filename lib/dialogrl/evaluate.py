@@ -299,3 +299,72 @@ def paired_difference(games: pd.DataFrame, a: str, b: str, metric: str, by: str 
     out = paired_clustered(games[games[by] == a], games[games[by] == b], metric,
                            keys=("counterpart", "seat", "scenario"), cluster=None)
     return {"diff": out["diff"], "lo": out["ci"][0], "hi": out["ci"][1], "n": out["games"]}
+
+
+# ------------------------------------------------------------------------------------------ diversity and collapse
+
+def _words(text: str) -> list[str]:
+    return text.lower().split()
+
+
+def distinct_n(texts: Sequence[str], n: int) -> float:
+    """Distinct-n (Li et al. 2016): distinct word n-grams over all n-grams of the texts (lower case, split on
+    whitespace); nan when the texts hold no n-gram."""
+    grams = [tuple(w[i:i + n]) for w in map(_words, texts) for i in range(len(w) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else float("nan")
+
+
+def label_entropy(labels: Sequence[str], base: float = 2.0) -> float:
+    """Shannon entropy of the labels' empirical distribution (bits by default; 0 for one label, log2(k) for k
+    equally frequent ones); nan for no labels."""
+    if not len(labels):
+        return float("nan")
+    _, counts = np.unique(np.asarray(labels, dtype=object).astype(str), return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log(p)).sum() / np.log(base))
+
+
+def top1_share(texts: Sequence[str]) -> float:
+    """The share of the most frequent text (exact match after lower-casing and joining whitespace): 1 for a
+    simulator that always says the same, 1/n for n different replies; nan for none."""
+    if not len(texts):
+        return float("nan")
+    _, counts = np.unique([" ".join(_words(t)) for t in texts], return_counts=True)
+    return float(counts.max() / counts.sum())
+
+
+def sharpening_exponent(p_ref: Sequence[float], p_sim: Sequence[float]) -> tuple[float, float]:
+    """How sharply a simulator's reply distribution concentrates relative to a reference one: the slope gamma of
+    log p_sim = gamma * log p_ref + c over replies both give (p_sim proportional to p_ref ** gamma: 1 for the same
+    distribution, > 1 sharpened toward the reference's modes, e.g. 1 / T for sampling at temperature T), by least
+    squares; returns (gamma, its standard error). Replies with a zero frequency on either side are left out."""
+    a, b = np.asarray(p_ref, float), np.asarray(p_sim, float)
+    keep = (a > 0) & (b > 0)
+    if keep.sum() < 3:
+        raise ValueError(f"{int(keep.sum())} replies with a frequency on both sides: need at least 3 to fit gamma")
+    x, y = np.log(a[keep]), np.log(b[keep])
+    X = np.column_stack([x, np.ones_like(x)])
+    coef, res, *_ = np.linalg.lstsq(X, y, rcond=None)
+    dof = max(keep.sum() - 2, 1)
+    sigma2 = float(res[0]) / dof if len(res) else 0.0
+    se = float(np.sqrt(sigma2 * np.linalg.inv(X.T @ X)[0, 0]))
+    return float(coef[0]), se
+
+
+def cluster_coverage(embeddings: dict[str, np.ndarray], k: int = 20, seed: int = 0) -> dict[str, float]:
+    """Embedding coverage: k-means with `k` clusters on all the groups' embeddings pooled (rows of each array), and
+    per group the share of the k clusters its rows fall in (1: it spans all of what any group says; 1/k: one
+    mode). Groups are compared on one clustering, so the measure depends on which groups are pooled."""
+    from sklearn.cluster import KMeans
+
+    names = [n for n, e in embeddings.items() if len(e)]
+    pooled = np.concatenate([np.asarray(embeddings[n], float) for n in names])
+    if len(pooled) < k:
+        raise ValueError(f"k={k} clusters for {len(pooled)} embeddings: need at least k rows")
+    labels = KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(pooled)
+    out, start = {}, 0
+    for n in names:
+        m = len(embeddings[n])
+        out[n] = len(set(labels[start:start + m].tolist())) / k
+        start += m
+    return out

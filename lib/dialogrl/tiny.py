@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from dialogrl.data import dond_human_corpus
+from dialogrl.data import dond_human_corpus, p4g_human_corpus
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.envs.persuasion.corpus import persuasion_corpus
 from dialogrl.envs.telesales.corpus import telesales_corpus
@@ -99,6 +99,13 @@ TINY_MODELS: dict[str, TinyRecipe] = {
         corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one", "vs_share": 0.25},
         description="Persuasion for Good (persuader and persuadee, a quarter of the persuadee's conversations as "
                     "Verbalized Sampling answers), warm-started on scripted persona dialogues",
+    ),
+    "tiny-persuasion-human": TinyRecipe(
+        corpus=p4g_human_corpus,
+        corpus_kwargs={"source": None},  # a local copy of the release: build-tiny ... --data PATH
+        config=TinyConfig(epochs=3.0),
+        description="Persuasion for Good persuadee, warm-started on the 1,017 human persuadees (notebook 03's "
+                    "held-out human counterpart)",
     ),
     "tiny-dond-human": TinyRecipe(
         corpus=dond_human_corpus,
