@@ -278,3 +278,13 @@ def test_cluster_coverage_tells_one_mode_from_many():
     assert cov["spread"] == 1.0 and cov["collapsed"] <= 2 / 8
     with pytest.raises(ValueError, match="k=50"):
         cluster_coverage({"a": spread[:10]}, k=50)
+
+
+def test_sentence_embeddings_load_offline_and_place_paraphrases_close():
+    from dialogrl.evaluate import sentence_embeddings
+
+    e = sentence_embeddings(["Would you donate to the children?", "Could you give some money to the kids?",
+                             "The weather is cold in Boston."])
+    assert e.shape == (3, 384) and np.allclose(np.linalg.norm(e, axis=1), 1, atol=1e-4)
+    assert e[0] @ e[1] > e[0] @ e[2] + 0.2
+    assert sentence_embeddings([]).shape == (0, 384)

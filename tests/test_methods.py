@@ -1,6 +1,7 @@
 """The methods of each paper as RoleSpecs: who trains, through which adapter, against whom, isolated or pooled."""
 import pytest
 
+from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.rl.methods import CALIBRATED_RL_METHODS, MethodSpec, calibrated_rl_roles, ibrl_methods, ibrl_roles
 from dialogrl.rl.trainer import RoleSpec
 
@@ -69,3 +70,31 @@ def test_calibrated_rl_roles():
     assert list(roles) == ["seller", "buyer"]
     with pytest.raises(ValueError, match="unknown method 'dpo'.*base, static, interactive, calibrated"):
         calibrated_rl_roles("dpo", sims, lr=1e-3)
+
+
+def test_scope_roles():
+    from dialogrl.rl.methods import SCOPE_METHODS, scope_roles
+
+    sims = {"single": ScriptedAgent("fair"), "vs": ScriptedAgent("greedy"), "ensemble": ScriptedAgent("stubborn")}
+    assert SCOPE_METHODS == ("single", "vs", "ensemble", "cotrain", "population")
+    for method in ("single", "vs", "ensemble"):
+        roles = scope_roles(method, sims, lr=1e-3)
+        assert roles["persuader"] == RoleSpec(adapter="policy", trainable=True, lr=1e-3)
+        assert roles["persuadee"].agent is sims[method] and not roles["persuadee"].trainable
+    for method in ("cotrain", "population"):
+        roles = scope_roles(method, {}, lr=1e-3, sim_lr=5e-4)
+        assert roles["persuadee"] == RoleSpec(adapter="simulator", trainable=True, lr=5e-4)
+    with pytest.raises(ValueError, match="unknown method 'duo'"):
+        scope_roles("duo", sims, lr=1e-3)
+    with pytest.raises(ValueError, match=r"simulators\['vs'\]"):
+        scope_roles("vs", {"single": sims["single"]}, lr=1e-3)
+
+
+def test_simulator_pool_parameters_are_named():
+    from dialogrl.rl.methods import SimulatorPool
+
+    with pytest.raises(ValueError, match="size=0"):
+        SimulatorPool(size=0)
+    with pytest.raises(ValueError, match="every=0"):
+        SimulatorPool(every=0)
+    assert SimulatorPool(size=3).slots == ["pool-0", "pool-1", "pool-2"]

@@ -142,7 +142,31 @@ def check_04(summary: dict, params: dict):
                     _interval(row[f"{task}_minus_base_ci"], f"mismatch.{method}.{task}_minus_base")
 
 
-CHECKS = {"01_calibrated_interactive_rl": check_01, "04_ibrl_bilateral": check_04}
+def check_03(summary: dict, params: dict):
+    n = params["n_seeds"]
+    methods = params["methods"] if "methods" in params else ["base", "single", "vs", "ensemble", "cotrain",
+                                                              "population"]
+    assert summary["seeds"] == n and summary["interval"].startswith("t over") and len(summary["panel"]) >= 3
+    for m in methods:
+        _estimate(summary["heldout"]["success"], m, "heldout.success", 0.0, 1.0)
+        _estimate(summary["heldout"]["reward"], m, "heldout.reward", -1.0, 1.0)
+        for measure, (lo, hi) in {"distinct_1": (0, 1), "distinct_2": (0, 1), "coverage": (0, 1),
+                                  "strategy_entropy": (0, 4)}.items():
+            _estimate(summary["diversity"][measure], m, f"diversity.{measure}", lo, hi)
+    for m in [m for m in methods if m != "base"]:
+        assert m in summary["collapse"]["train"] and m in summary["collapse"]["heldout"]
+    sims = summary["collapse"]["simulators"]
+    assert all(0 < sims[f"top1/{s}"] <= 1 for s in ("reference", "single", "vs"))
+    assert 0 <= sims["vs_unusable_rate"] <= 1 and 0 <= summary["vs"]["fallback_rate"] <= 1
+    _claims(summary["claims"], n)
+    assert {"success.vs_minus_single", "success.cotrain_minus_single", "success.population_minus_cotrain",
+            "diversity.strategy_entropy.vs_minus_single"} <= set(summary["claims"])
+    _power(summary["power"], n, ["success.vs_minus_single", "success.cotrain_minus_single"])
+    assert summary["power"]["success.vs_minus_single"]["paper_effect"] == pytest.approx(0.09)
+
+
+CHECKS = {"01_calibrated_interactive_rl": check_01, "03_scope_simulator_collapse": check_03,
+          "04_ibrl_bilateral": check_04}
 
 
 @pytest.mark.slow

@@ -261,3 +261,60 @@ def test_train_writes_the_effective_config_to_the_run_folder(dond_dir, tmp_path)
                             "B": {"agent": "fair", "adapter": None, "trainable": False, "lr": 5e-4}}
     rows = read_metrics(tmp_path)
     assert len(rows) == 1 and rows[0]["method"] == "unilateral" and "A/approx_kl" in rows[0]
+
+
+def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_the_live_simulator(dond_dir):
+    """SimulatorPool (size 2, a snapshot every step) over 4 steps: FIFO slots, each a copy of the live simulator at
+    its step, distinct from each other; the simulator's seat holds a population; the live simulator learns only
+    from the games it played, and every trainable role logs its share of all-equal reward groups."""
+    from dialogrl.envs.base import Population
+    from dialogrl.rl.methods import SimulatorPool, scope_roles
+
+    pool = SimulatorPool(size=2, every=1, role="B")
+    model, tok = load_model(str(dond_dir), adapters=["policy", "simulator", *pool.slots], device="cpu", lora_r=4)
+    roles = scope_roles("population", {}, lr=5e-2, policy_role="A", sim_role="B")
+    snapshots = {}
+
+    def record(trainer):   # the live simulator's weights at the start of each step, before the pool's snapshot
+        snapshots[trainer.step_count] = {n: p.detach().clone() for n, p in adapter_parameters(model, "simulator")
+                                         .items()}
+
+    trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=4, scenarios_per_step=6, group_size=2,
+                                                           max_new_tokens=12), hooks=[record, pool])
+    seed_everything(0)
+    rows = trainer.train(progress=False)
+    assert pool.history == [("pool-0", 0), ("pool-1", 1), ("pool-0", 2), ("pool-1", 3)]
+    assert pool.checkpoints == [("pool-0", 2), ("pool-1", 3)]
+    for slot, step in pool.checkpoints:
+        copy = adapter_parameters(model, slot)
+        assert all(torch.equal(copy[n.replace(".simulator.", f".{slot}.")], w) for n, w in snapshots[step].items())
+    w0, w1 = (adapter_parameters(model, s) for s in ("pool-0", "pool-1"))
+    assert any(not torch.equal(p, w1[n.replace("pool-0", "pool-1")]) for n, p in w0.items())   # distinct
+    assert isinstance(trainer.agents["B"], Population) and set(trainer.agents["B"].members) == \
+        {"simulator", "pool-0@2", "pool-1@3"}
+    assert all("simulator/loss" in r and "zero_std_group_pct/A" in r and "zero_std_group_pct/B" in r for r in rows)
+    # the live simulator's samples come from its own games only
+    seed_everything(1)
+    episodes, groups = trainer.rollout(4)
+    assert {e.agents["B"] for e in episodes} > {"simulator"}            # pool members played too
+    own = sum(1 for e in episodes if e.agents["B"] == "simulator" for t in e.state.turns
+              if t.role == "B" and t.completion_ids)
+    assert len(trainer.samples(episodes, groups)["simulator"]) == own
+
+
+def test_panel_eval_reports_each_counterpart_and_leaves_training_untouched(dond_dir):
+    from dialogrl.rl.trainer import panel_eval
+
+    trainer = make_trainer(dond_dir)
+    panel = {"fair": ScriptedAgent("fair"), "greedy": ScriptedAgent("greedy")}
+    scenarios = TASK.sample_scenarios(6, seed=3)
+    evaluate = panel_eval(TASK, "A", panel, scenarios, metrics=("score", "reward"),
+                          measures=lambda eps: {"games": len(eps)})
+    seed_everything(0)
+    before = torch.get_rng_state()
+    out = evaluate(trainer)
+    assert torch.equal(torch.get_rng_state(), before)   # the training run's random stream is untouched
+    assert set(out) == {"fair/score", "fair/reward", "greedy/score", "greedy/reward", "panel/score", "panel/reward",
+                        "panel/games"}
+    assert out["panel/score"] == pytest.approx((out["fair/score"] + out["greedy/score"]) / 2)
+    assert out["panel/games"] == 12 and evaluate(trainer) == out   # frozen and seeded: the same numbers again

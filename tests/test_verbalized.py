@@ -6,11 +6,12 @@ from collections import Counter
 
 import pytest
 
-from dialogrl.agents import VerbalizedSampling, parse_vs, vs_answer, vs_messages
+from dialogrl.agents import VerbalizedSampling
 from dialogrl.envs.base import ActRequest, Utterance
 from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood, PersuasionScenario
 from dialogrl.envs.persuasion.corpus import persona_replies, persuasion_corpus
 from dialogrl.rollout import play
+from dialogrl.verbalized import parse_vs, vs_answer, vs_messages
 
 TASK = PersuasionForGood()
 GOOD = vs_answer([("yes", 0.5), ("no", 0.2), ("maybe", 0.1), ("later", 0.1), ("why?", 0.1)])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dialogrl.envs.base import ActRequest, Agent, Population, StreamingAgent, Utterance
+from dialogrl.verbalized import VS_MODES, parse_vs, vs_answer, vs_messages  # noqa: F401 (re-exported)
 
 __all__ = ["LMAgent", "VerbalizedSampling", "parse_vs", "vs_answer", "vs_messages", "VS_MODES", "ActRequest", "Agent",
            "Population", "StreamingAgent", "Utterance"]
@@ -169,71 +170,6 @@ class LMAgent(StreamingAgent):
 
 
 # ------------------------------------------------------------------------------------------ Verbalized Sampling
-
-VS_MODES = ("random", "prob")
-
-
-def vs_messages(messages: Sequence[dict], k: int, speaker: str = "You", partner: str = "Partner") -> list[dict]:
-    """A role's chat view as a Verbalized Sampling prompt, in the layout of the method's released framework: the
-    system prompt with the VS instruction added, and one user message holding the conversation so far (the role's own
-    turns as `speaker`, the partner's as `partner`), asking for `k` candidate replies with probabilities as JSON:
-
-        {"responses": [{"text": "...", "probability": 0.4}, ...]}
-    """
-    system = [m["content"] for m in messages if m["role"] == "system"]
-    talk = [f"{speaker if m['role'] == 'assistant' else partner}: {m['content']}"
-            for m in messages if m["role"] != "system"]
-    instruction = (f"Give {k} different replies you might send next, each with the probability that you would send "
-                   'it, as JSON only: {"responses": [{"text": reply, "probability": p}, ...]}, '
-                   f"{k} items, the probabilities summing to 1.")
-    return [{"role": "system", "content": " ".join(system + [instruction])},
-            {"role": "user", "content": "Conversation so far:\n" + "\n".join(talk) + "\nYour candidate replies:"}]
-
-
-def vs_answer(candidates: Sequence[tuple[str, float]]) -> str:
-    """The JSON a VS prompt asks for, from (text, probability) pairs (what the tiny models are trained to write)."""
-    import json
-
-    return json.dumps({"responses": [{"text": t, "probability": round(float(p), 2)} for t, p in candidates]})
-
-
-def parse_vs(text: str, k: int, tolerance: float = 0.05) -> tuple[list[tuple[str, float]] | None, str | None]:
-    """Parse a VS answer into (candidates, problem). Never raises.
-
-    candidates: (text, probability) pairs with the probabilities normalised to sum to 1, or None when the answer is
-    unusable; problem: None, or why it is unusable ("not JSON", "no responses list", "k=3, asked for 5", "an empty
-    reply", "a probability that is not a number in [0, 1]", "probabilities sum to 0"), or, with usable candidates,
-    "probabilities sum to S" when they were renormalised from more than `tolerance` away from 1 (counted, not fatal).
-    The JSON object may stand inside other text (the first '{' to the last '}').
-    """
-    import json
-    import math
-
-    start, end = text.find("{"), text.rfind("}")
-    try:
-        data = json.loads(text[start:end + 1]) if 0 <= start < end else None
-    except (ValueError, RecursionError):
-        data = None
-    if not isinstance(data, dict):
-        return None, "not JSON"
-    items = data.get("responses")
-    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
-        return None, "no responses list"
-    if len(items) != k:
-        return None, f"k={len(items)}, asked for {k}"
-    texts = [x.get("text") for x in items]
-    if not all(isinstance(t, str) and t.strip() for t in texts):
-        return None, "an empty reply"
-    probs = [x.get("probability") for x in items]
-    if not all(isinstance(p, (int, float)) and not isinstance(p, bool) and math.isfinite(p) and 0 <= p <= 1
-               for p in probs):
-        return None, "a probability that is not a number in [0, 1]"
-    total = float(sum(probs))
-    if total <= 0:
-        return None, "probabilities sum to 0"
-    problem = None if abs(total - 1) <= tolerance else f"probabilities sum to {total:.2f}"
-    return [(t.strip(), p / total) for t, p in zip(texts, probs)], problem
-
 
 class VerbalizedSampling(Agent):
     """Verbalized Sampling around an LMAgent: each turn the model is asked for `k` candidate replies with their

