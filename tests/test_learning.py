@@ -1,4 +1,4 @@
-"""Learning test: RL against a scripted persona moves the metric it should (fixed seed, stated margin).
+"""Learning tests: RL against a scripted persona moves the metric it should (fixed seed, stated margin).
 
 tiny-dond (role A, its own LoRA adapter) trains with a k3 KL penalty to the warm start (beta 0.1) against the
 scripted "fair" persona for 30 steps of 32 games (about two CPU minutes), once with the group baseline (GRPO) and once
@@ -51,3 +51,37 @@ def test_rl_against_a_persona_raises_the_score(algorithm):
     print(f"{algorithm}: score vs fair: {before.score.mean():.2f} -> {after.score.mean():.2f}, paired diff {diff}")
     assert len(rows) == 30
     assert diff["diff"] >= 0.4 and diff["lo"] > 0
+
+
+def test_rl_against_one_persuadee_raises_its_donation_rate():
+    """Persuasion for Good: tiny-persuasion's persuader (its own LoRA adapter, k3 KL beta 0.05) trains against the
+    scripted `skeptical` persuadee for 30 steps of 32 games (GRPO, about 80 s on 2 CPU cores); the share of 400
+    held-out scenarios in which that persuadee gives must rise by at least 4.5 points, paired interval above zero.
+
+    Measured on three builds (`build_tiny_model("tiny-persuasion", build_seed=b)`, b = 0, 1, 2): +11.3, +10.0 and
+    +9.0 points (interval half-widths about 4), so the smallest gain is twice the margin.
+    """
+    from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood
+
+    task = PersuasionForGood()
+    seed_everything(0)
+    model, tok = load_model("tiny-persuasion", adapters=["policy"], device="cpu", lora_r=8, lora_alpha=16)
+    held_out = task.sample_scenarios(400, seed=10_000)
+
+    def evaluate(adapter, label):
+        seed_everything(123)
+        eps = play(task, {"persuader": LMAgent(model, tok, adapter=adapter),
+                          "persuadee": PersuasionAgent("skeptical", 0)}, held_out)
+        return pd.DataFrame(game_rows(task, eps, "persuader", policy=label, counterpart="skeptical"))
+
+    before = evaluate(None, "base")
+    trainer = Trainer(task, model, tok, {"persuader": RoleSpec(adapter="policy", trainable=True, lr=1e-3),
+                                         "persuadee": RoleSpec(agent=PersuasionAgent("skeptical", 1))},
+                      TrainConfig(steps=30, scenarios_per_step=8, group_size=4, kl_coef=0.05, seed=0))
+    seed_everything(0)
+    rows = trainer.train(progress=False)
+    after = evaluate("policy", "rl")
+    diff = paired_difference(pd.concat([before, after]), "rl", "base", "success")
+    print(f"success vs skeptical: {before.success.mean():.3f} -> {after.success.mean():.3f}, paired diff {diff}")
+    assert len(rows) == 30 and all("zero_std_group_pct/persuader" in r for r in rows)
+    assert diff["diff"] >= 0.045 and diff["lo"] > 0
