@@ -160,7 +160,8 @@ def check_03(summary: dict, params: dict):
     assert 0 <= sims["vs_unusable_rate"] <= 1 and 0 <= summary["vs"]["fallback_rate"] <= 1
     _claims(summary["claims"], n)
     assert {"success.vs_minus_single", "success.cotrain_minus_single", "success.population_minus_cotrain",
-            "diversity.strategy_entropy.vs_minus_single"} <= set(summary["claims"])
+            "diversity.strategy_entropy.vs_minus_single", "mismatch.single_minus_base"} <= set(summary["claims"])
+    assert set(summary["mismatch"]) == {"single", "vs", "ensemble"}
     _power(summary["power"], n, ["success.vs_minus_single", "success.cotrain_minus_single"])
     assert summary["power"]["success.vs_minus_single"]["paper_effect"] == pytest.approx(0.09)
 
