@@ -103,6 +103,10 @@ def test_wrapper_retries_then_falls_back_and_counts():
     assert vs.lm.calls == [2, 2, 1]
     assert vs.stats["turns"] == 2 and vs.stats["attempts"] == 5 and vs.stats["fallbacks"] == 1
     assert vs.stats["problems"] == {"not JSON": 4} and vs.fallback_rate == 0.5
+    from dialogrl.verbalized import problem_kind
+    assert [problem_kind(p) for p in ("k=2, asked for 5", "probabilities sum to 1.40", "probabilities sum to 0",
+                                      "a probability that is not a number in [0, 1]")] == \
+        ["wrong k", "probabilities off 1", "probabilities sum to 0", "a probability that is not a number in [0, 1]"]
     vs.reset_stats()
     assert vs.stats["turns"] == 0
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dialogrl.envs.base import ActRequest, Agent, Population, StreamingAgent, Utterance
-from dialogrl.verbalized import VS_MODES, parse_vs, vs_answer, vs_messages  # noqa: F401 (re-exported)
+from dialogrl.verbalized import VS_MODES, parse_vs, problem_kind, vs_answer, vs_messages
 
 __all__ = ["LMAgent", "VerbalizedSampling", "parse_vs", "vs_answer", "vs_messages", "VS_MODES", "ActRequest", "Agent",
            "Population", "StreamingAgent", "Utterance"]
@@ -227,7 +227,7 @@ class VerbalizedSampling(Agent):
             for i, u in zip(pending, said):
                 candidates, problem = parse_vs(u.text, self.k)
                 if problem is not None:
-                    kind = problem.split(" sum to ")[0] if "sum to" in problem else problem.split(",")[0]
+                    kind = problem_kind(problem)
                     self.stats["problems"][kind] = self.stats["problems"].get(kind, 0) + 1
                 if candidates is None:
                     raw[i] = u.text

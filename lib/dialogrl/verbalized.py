@@ -73,3 +73,13 @@ def parse_vs(text: str, k: int, tolerance: float = 0.05) -> tuple[list[tuple[str
         return None, "probabilities sum to 0"
     problem = None if abs(total - 1) <= tolerance else f"probabilities sum to {total:.2f}"
     return [(t.strip(), p / total) for t, p in zip(texts, probs)], problem
+
+
+def problem_kind(problem: str) -> str:
+    """The kind of a `parse_vs` problem, for counting: "wrong k" for any "k=N, asked for K", "probabilities off 1"
+    for any renormalised sum, else the problem itself (the others carry no numbers)."""
+    if problem.startswith("k="):
+        return "wrong k"
+    if problem.startswith("probabilities sum to") and problem != "probabilities sum to 0":
+        return "probabilities off 1"
+    return problem
