@@ -23,6 +23,11 @@ from dialogrl.envs.persuasion import LABELS as PERSUASION_LABELS
 from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood, persuasion_population
 from dialogrl.envs.persuasion import hear as hear_strategies
 from dialogrl.envs.persuasion import parse_marker as parse_donation
+from dialogrl.envs.social import ACTS as SOCIAL_ACTS
+from dialogrl.envs.social import TRAIN_SCENES, SocialAgent, SocialScenes, social_population
+from dialogrl.envs.social import hear as hear_acts
+from dialogrl.envs.social import parse_marker as parse_agreement
+from dialogrl.envs.social.judge import RuleJudge
 from dialogrl.envs.telesales import (
     CATALOG,
     MAX_PRICE,
@@ -238,6 +243,16 @@ def test_donation_parser_and_strategy_lexicon(texts):
     assert kinds == {"talk", "donate"} and amounts > 50
 
 
+def test_agreement_parser_and_act_lexicon(texts):
+    kinds = set()
+    scene = TRAIN_SCENES["car"]
+    for text in texts:
+        action, why = check(parse_agreement(text))
+        kinds.add(action["type"])
+        assert set(hear_acts(text, scene)) <= set(SOCIAL_ACTS)
+    assert "talk" in kinds and kinds <= {"talk", "agree", "refuse"}
+
+
 def test_lookalike_digits_never_parse_as_numbers():
     counts, lot = (4, 4, 4), VehicleTeleSales().sample_scenarios(1, seed=0)[0].lot
     for d in LOOKALIKES:
@@ -273,6 +288,8 @@ class FuzzAgent(Agent):
                 return rng.choice(["[accept]", "[propose " + " ".join(f"{i}={n}" for i, n in zip(ITEMS, share)) + "]"])
             if isinstance(r.task, PersuasionForGood):
                 return rng.choice(["[DONATE $1]", "[DONATE $0]", f"[DONATE ${rng.uniform(0, 3):.2f}]"])
+            if isinstance(r.task, SocialScenes):
+                return rng.choice(["[AGREE]", "[AGREE PARTLY]", "[REFUSE]", "[agree fully]"])
             offers = r.state.info.get("offers") or [(rng.choice(r.state.scenario.lot), rng.randint(1000, 60000))]
             v, price = rng.choice(offers)
             return rng.choice([f"[OFFER {v} ${price}]", f"[BUY {v} ${price:,}]", "[ACCEPT]"])
@@ -344,3 +361,20 @@ def test_persuasion_games_with_fuzz_in_every_seat(max_exchanges):
                    {"persuader": persuasion_population("persuader", seed=25), "persuadee": FuzzAgent(26)}]:
         ends |= finished(task, play(task, agents, scenarios), cap=2 * max_exchanges)
     assert ends == {"donate", "turn_cap"}
+
+
+@pytest.mark.parametrize("max_exchanges", [1, 5])
+def test_social_games_with_fuzz_in_every_seat_and_the_judge_reads_them(max_exchanges):
+    task = SocialScenes(max_exchanges=max_exchanges)
+    scenarios = task.sample_scenarios(150, seed=max_exchanges)
+    ends, judge = set(), RuleJudge()
+    for agents in [{"agent": FuzzAgent(30), "partner": FuzzAgent(31)},
+                   {"agent": FuzzAgent(32), "partner": SocialAgent(None, seed=33)},
+                   {"agent": FuzzAgent(34), "partner": social_population("partner", ["proud", "easygoing"])},
+                   {"agent": social_population("agent", seed=35), "partner": FuzzAgent(36)}]:
+        episodes = play(task, agents, scenarios)
+        ends |= finished(task, episodes, cap=2 * max_exchanges + 1)
+        for e in episodes:
+            for j in judge.judge(task, e.state):
+                assert all(0.0 <= v <= 1.0 for v in j.scores().values())
+    assert ends == {"agree", "turn_cap"}

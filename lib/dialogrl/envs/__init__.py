@@ -7,12 +7,14 @@ from __future__ import annotations
 from dialogrl.envs.base import GameState, Task, Turn
 from dialogrl.envs.dealnodeal import DealOrNoDeal
 from dialogrl.envs.persuasion import PersuasionForGood
+from dialogrl.envs.social import SocialScenes
 from dialogrl.envs.telesales import VehicleTeleSales
 
 TASKS: dict[str, type[Task]] = {
     DealOrNoDeal.name: DealOrNoDeal,
     VehicleTeleSales.name: VehicleTeleSales,
     PersuasionForGood.name: PersuasionForGood,
+    SocialScenes.name: SocialScenes,
 }
 
 
@@ -26,5 +28,5 @@ def make_task(name: str, **kwargs) -> Task:
     return task_class(name)(**kwargs)
 
 
-__all__ = ["GameState", "Task", "Turn", "DealOrNoDeal", "VehicleTeleSales", "PersuasionForGood", "TASKS", "make_task",
-           "task_class"]
+__all__ = ["GameState", "Task", "Turn", "DealOrNoDeal", "VehicleTeleSales", "PersuasionForGood", "SocialScenes",
+           "TASKS", "make_task", "task_class"]

@@ -1,0 +1,274 @@
+"""Process rewards (SocialRL): six dimensions scored per turn against criteria a judge writes, weighted by stage.
+
+    judge = RuleJudge()                                    # envs/social/judge.py (cpu), or LLMJudge(lm) (gpu)
+    process = ProcessReward(judge, task, schedule="dynamic", coef=0.3)
+    Trainer(task, model, tok, roles, config, turn_rewards=process)
+
+For one turn of the role, a judge returns a Judgement: the stage (early / mid / late, read from the context), for
+each dimension 2-4 binary criteria written for this turn and their verdicts (the dimension's score r_i is their pass
+rate), and the weights it proposes. The turn's process reward is coef * sum_i w_i r_i with the weights w of the
+schedule:
+    dynamic   the judge's proposal, through `sanitize_weights`
+    manual    MANUAL_SCHEDULE[stage], the paper's fixed schedule
+    uniform   1/6 each
+The outcome reward (the task's score) arrives at the role's last turn in the trainer, as R_t = 0.3 R_process,t +
+1.0 R_outcome (the paper's form).
+
+Early ends. A game that ends before its horizon (an agreement; `task.max_exchanges` turns of the role in a full game)
+would pay less process reward than one talked out to the end, so a per-turn reward would teach the policy to drag a
+conversation on. With `credit_early_end` (the default) the last turn of such a game is also credited, once for each
+turn the early end saved, with its own process reward: the ended game is an absorbing state that keeps the reward
+rate of its close.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+DIMENSIONS = ("goal_advancement", "strategic_positioning", "relational_attunement", "persona_consistency",
+              "contextual_coherence", "turn_quality")
+STAGES = ("early", "mid", "late")
+SCHEDULES = ("dynamic", "manual", "uniform")
+# The paper's hand-set schedule, in DIMENSIONS order (also the prior a degenerate proposal falls back to).
+MANUAL_SCHEDULE: dict[str, tuple[float, ...]] = {
+    "early": (0.10, 0.10, 0.30, 0.15, 0.20, 0.15),
+    "mid": (0.20, 0.20, 0.20, 0.15, 0.15, 0.10),
+    "late": (0.30, 0.25, 0.10, 0.15, 0.10, 0.10),
+}
+UNIFORM = tuple([1 / len(DIMENSIONS)] * len(DIMENSIONS))
+WEIGHT_CAP = 0.5   # no dimension may carry more than half of a turn's process reward
+
+
+@dataclass
+class Criterion:
+    dimension: str
+    text: str
+    passed: bool
+
+
+@dataclass
+class Judgement:
+    """One turn, judged: its stage, criteria by dimension, and the weights the judge proposes (raw, unchecked).
+    `failed` says the judge's own output could not be used (an LLM judge's parse failure; the turn was then judged
+    by its fallback)."""
+    stage: str
+    criteria: dict[str, list[Criterion]]
+    proposed: object = None
+    failed: bool = False
+
+    def scores(self) -> dict[str, float]:
+        """Each dimension's pass rate (0.0 for a dimension without criteria)."""
+        return {d: (sum(c.passed for c in self.criteria.get(d, [])) / len(self.criteria[d]))
+                if self.criteria.get(d) else 0.0 for d in DIMENSIONS}
+
+
+def sanitize_weights(raw, stage: str, cap: float = WEIGHT_CAP) -> tuple[tuple[float, ...], bool]:
+    """Proposed weights -> (weights in DIMENSIONS order summing to 1, whether the stage prior was used instead).
+
+    The steps: keep known dimensions only (whitelist), numbers only, clip to >= 0; a proposal that is not a mapping,
+    or is all zero after that, falls back to MANUAL_SCHEDULE[stage]; L1-normalise; cap each weight at `cap` and
+    give the excess to the uncapped dimensions in proportion to their weights (redistribution), until none exceeds.
+    """
+    if stage not in STAGES:
+        raise ValueError(f"stage={stage!r}: choose one of {', '.join(STAGES)}")
+    if not 1 / len(DIMENSIONS) <= cap <= 1:
+        raise ValueError(f"cap={cap!r}: must be in [1/{len(DIMENSIONS)}, 1]")
+    w = [0.0] * len(DIMENSIONS)
+    if isinstance(raw, Mapping):
+        for k, v in raw.items():
+            if k in DIMENSIONS and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                w[DIMENSIONS.index(k)] = max(0.0, float(v))
+    fallback = sum(w) <= 0
+    if fallback:
+        w = list(MANUAL_SCHEDULE[stage])
+    total = sum(w)
+    w = [x / total for x in w]
+    for _ in range(len(w)):
+        over = [i for i, x in enumerate(w) if x > cap + 1e-12]
+        if not over:
+            break
+        excess = sum(w[i] - cap for i in over)
+        for i in over:
+            w[i] = cap
+        free = [i for i, x in enumerate(w) if x < cap - 1e-12]
+        mass = sum(w[i] for i in free)
+        for i in free:   # in proportion to their weights (equally when they are all zero)
+            w[i] += excess * (w[i] / mass if mass > 0 else 1 / len(free))
+    total = sum(w)
+    return tuple(x / total for x in w), fallback
+
+
+def schedule_weights(schedule: str, judgement: Judgement) -> tuple[tuple[float, ...], bool]:
+    """The weights of `schedule` for one judged turn, and whether a dynamic proposal fell back to the prior."""
+    if schedule == "dynamic":
+        return sanitize_weights(judgement.proposed, judgement.stage)
+    if schedule == "manual":
+        return MANUAL_SCHEDULE[judgement.stage], False
+    if schedule == "uniform":
+        return UNIFORM, False
+    raise ValueError(f"schedule={schedule!r}: choose one of {', '.join(SCHEDULES)}")
+
+
+class Judge:
+    """A process-reward judge. `judge(task, state, role)` judges every talk turn of `role` in a finished game, in
+    order (a turn is judged on the context before it and its own text; never on later turns)."""
+    name = "judge"
+
+    def judge(self, task, state, role: str) -> list[Judgement]:
+        raise NotImplementedError
+
+
+@dataclass
+class ProcessReward:
+    """The trainer's `turn_rewards`: coef * sum_i w_i r_i for each talk turn of `role` in a game of `task`, from
+    `judge` and `schedule`.
+    Every judged turn is also recorded in `records` (stage, scores, weights, fallback), for the reward-component and
+    weight figures; `drain()` returns them and starts a new list."""
+    judge: Judge
+    task: object
+    schedule: str = "dynamic"
+    coef: float = 0.3
+    role: str = "agent"
+    credit_early_end: bool = True
+    records: list[dict] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r}: choose one of {', '.join(SCHEDULES)}")
+        if self.coef < 0:
+            raise ValueError(f"coef={self.coef!r}: must be >= 0")
+
+    def __call__(self, episode, role: str) -> list[float]:
+        n = sum(t.role == role and t.phase == "talk" for t in episode.state.turns)
+        if role != self.role:
+            return [0.0] * n
+        out = []
+        for j in self.judge.judge(self.task, episode.state, role):
+            weights, fallback = schedule_weights(self.schedule, j)
+            scores = j.scores()
+            r = sum(w * scores[d] for w, d in zip(weights, DIMENSIONS))
+            self.records.append({"stage": j.stage, "process": r, "fallback": fallback, "failed": j.failed,
+                                 **{f"score/{d}": scores[d] for d in DIMENSIONS},
+                                 **{f"weight/{d}": w for d, w in zip(DIMENSIONS, weights)}})
+            out.append(self.coef * r)
+        horizon = getattr(self.task, "max_exchanges", None)
+        if self.credit_early_end and horizon and out and len(out) < horizon:
+            out[-1] *= 1 + horizon - len(out)
+        return out
+
+    def drain(self) -> list[dict]:
+        records, self.records = self.records, []
+        return records
+
+
+# ------------------------------------------------------------------------------------------------- LLM judge
+
+JUDGE_PROMPT = """You are a reward model for social dialogue. The {role} in the scene below has just spoken.
+Scene: {scene}
+Dialogue so far:
+{history}
+The {role}'s turn to judge: "{turn}"
+
+1. Say the conversation's stage: early (building the relationship), mid (pursuing the goal) or late (closing).
+2. For each of these six dimensions write 2 to 4 yes/no criteria that a good turn here would meet, and say whether
+this turn meets each: {dimensions}.
+3. Propose a weight for each dimension for this stage (non-negative, summing to 1).
+Answer with JSON only: {{"stage": "...", "weights": {{"<dimension>": 0.2, ...}},
+"criteria": {{"<dimension>": [{{"criterion": "...", "pass": true}}, ...], ...}}}}"""
+
+
+def parse_judgement(text: str) -> Judgement | str:
+    """An LLM judge's answer -> a Judgement, or the reason it cannot be used (a string). Never raises.
+    The answer must be one JSON object (code fences allowed) with a known stage and, for every dimension, 2-4
+    criteria with boolean verdicts; the weights are left for the sanitiser."""
+    m = re.search(r"\{.*\}", text, re.S)
+    if m is None:
+        return "no JSON object"
+    try:
+        obj = json.loads(m.group(0))
+    except (json.JSONDecodeError, RecursionError):
+        return "invalid JSON"
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    stage = obj.get("stage")
+    if stage not in STAGES:
+        return f"unknown stage {str(stage)[:20]!r}"
+    crit = obj.get("criteria")
+    if not isinstance(crit, dict):
+        return "no criteria"
+    out = {}
+    for d in DIMENSIONS:
+        items = crit.get(d)
+        if not isinstance(items, list) or not 2 <= len(items) <= 4:
+            return f"{d}: expected 2-4 criteria"
+        cs = []
+        for it in items:
+            if not isinstance(it, dict) or not isinstance(it.get("pass"), bool):
+                return f"{d}: a criterion without a boolean 'pass'"
+            cs.append(Criterion(d, str(it.get("criterion", ""))[:200], it["pass"]))
+        out[d] = cs
+    return Judgement(stage, out, obj.get("weights"))
+
+
+class LLMJudge(Judge):
+    """A judge played by a language model (the `gpu` profile: a hub instruct model): it writes each turn's criteria
+    and verdicts and proposes weights in one JSON answer (JUDGE_PROMPT). A turn whose answer cannot be parsed is
+    judged by `fallback` (a RuleJudge) and counted: `failures` / `calls`, and `problems` by reason.
+
+    lm: anything with `generate(messages_batch) -> list of utterances` (an agents.LMAgent); `describe(task, state)`
+    gives the scene line of the prompt."""
+    name = "llm"
+
+    def __init__(self, lm, fallback: Judge, describe: Callable | None = None):
+        self.lm, self.fallback, self.describe = lm, fallback, describe
+        self.calls = self.failures = 0
+        self.problems: dict[str, int] = {}
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failures / self.calls if self.calls else float("nan")
+
+    def prompts(self, task, state, role: str) -> list[list[dict]]:
+        talk = state.talk_turns()
+        scene = self.describe(task, state) if self.describe else task.system_prompt(state.scenario, role)
+        out = []
+        for k, t in enumerate(talk):
+            if t.role != role:
+                continue
+            history = "\n".join(f"{x.role}: {x.text}" for x in talk[:k]) or "(nothing yet)"
+            prompt = JUDGE_PROMPT.format(role=role, scene=scene, history=history, turn=t.text,
+                                         dimensions=", ".join(DIMENSIONS))
+            out.append([{"role": "user", "content": prompt}])
+        return out
+
+    def judge(self, task, state, role: str) -> list[Judgement]:
+        prompts = self.prompts(task, state, role)
+        if not prompts:
+            return []
+        answers = self.lm.generate(prompts)
+        fallback = None
+        out = []
+        for k, a in enumerate(answers):
+            self.calls += 1
+            j = parse_judgement(getattr(a, "text", a))
+            if isinstance(j, str):
+                self.failures += 1
+                self.problems[j] = self.problems.get(j, 0) + 1
+                fallback = fallback or self.fallback.judge(task, state, role)
+                j = fallback[k]
+                j.failed = True
+            out.append(j)
+        return out
+
+
+def weights_table(records: Sequence[dict]) -> dict[str, dict[str, float]]:
+    """Mean weight of each dimension per stage over ProcessReward records (the per-stage weights figure)."""
+    out = {}
+    for s in STAGES:
+        rows = [r for r in records if r["stage"] == s]
+        if rows:
+            out[s] = {d: sum(r[f"weight/{d}"] for r in rows) / len(rows) for d in DIMENSIONS}
+    return out

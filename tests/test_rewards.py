@@ -1,0 +1,168 @@
+"""Process rewards: the weight sanitiser, the schedules, the turn rewards handed to the trainer, and the judges'
+interface (the rule judge, and the LLM judge's parser, failure counting and fallback, with a real tiny model)."""
+import json
+import math
+
+import pytest
+
+from conftest import play_texts
+from dialogrl.envs.social import PARTNERS, TRAIN_SCENES, SocialAgent, SocialScenario, SocialScenes, social_population
+from dialogrl.envs.social.judge import RuleJudge
+from dialogrl.rewards import (
+    DIMENSIONS,
+    MANUAL_SCHEDULE,
+    UNIFORM,
+    WEIGHT_CAP,
+    LLMJudge,
+    ProcessReward,
+    parse_judgement,
+    sanitize_weights,
+    schedule_weights,
+    weights_table,
+)
+from dialogrl.rollout import Episode, play
+
+TASK = SocialScenes()
+SC = SocialScenario(TRAIN_SCENES["car"], PARTNERS["warm"], mood=0.0, id=1)
+
+
+def ok(w):
+    return len(w) == len(DIMENSIONS) and math.isclose(sum(w), 1.0) and all(0 <= x <= WEIGHT_CAP + 1e-9 for x in w)
+
+
+@pytest.mark.parametrize("raw", [None, "0.5, 0.5", [0.2] * 6, {}, {d: 0 for d in DIMENSIONS},
+                                 {"charm": 1.0, "wit": 2.0}, {d: -1.0 for d in DIMENSIONS},
+                                 {d: float("nan") for d in DIMENSIONS}, {d: True for d in DIMENSIONS},
+                                 {d: "0.3" for d in DIMENSIONS}])
+def test_degenerate_proposals_fall_back_to_the_stage_prior(raw):
+    for stage in ("early", "mid", "late"):
+        w, fallback = sanitize_weights(raw, stage)
+        assert fallback and w == pytest.approx(MANUAL_SCHEDULE[stage]) and ok(w)
+
+
+def test_sanitiser_whitelists_clips_caps_redistributes_and_normalises():
+    w, fallback = sanitize_weights({"goal_advancement": 2.0, "turn_quality": 2.0, "charm": 50.0,
+                                    "relational_attunement": -3.0}, "mid")
+    assert not fallback and w == pytest.approx([0.5, 0, 0, 0, 0, 0.5]) and ok(w)
+    # one dimension asks for everything: capped at WEIGHT_CAP, the rest shared equally by the zero-weight others
+    w, _ = sanitize_weights({"goal_advancement": 1.0}, "late")
+    assert w[0] == pytest.approx(WEIGHT_CAP) and w[1:] == pytest.approx([(1 - WEIGHT_CAP) / 5] * 5) and ok(w)
+    # excess goes to the uncapped dimensions in proportion to their weights
+    w, _ = sanitize_weights({"goal_advancement": 8, "strategic_positioning": 1, "turn_quality": 1}, "early")
+    assert w == pytest.approx([0.5, 0.25, 0, 0, 0, 0.25]) and ok(w)
+    w, _ = sanitize_weights(dict(zip(DIMENSIONS, [3, 1, 1, 1, 1, 1])), "early")
+    assert w == pytest.approx([3 / 8, 1 / 8, 1 / 8, 1 / 8, 1 / 8, 1 / 8]) and ok(w)   # under the cap: untouched
+    with pytest.raises(ValueError, match="stage"):
+        sanitize_weights({}, "middle")
+    with pytest.raises(ValueError, match="cap"):
+        sanitize_weights({}, "early", cap=0.1)
+
+
+def test_the_manual_schedule_is_the_papers():
+    assert MANUAL_SCHEDULE["early"] == (0.10, 0.10, 0.30, 0.15, 0.20, 0.15)
+    assert MANUAL_SCHEDULE["late"] == (0.30, 0.25, 0.10, 0.15, 0.10, 0.10)
+    assert all(math.isclose(sum(w), 1.0) for w in MANUAL_SCHEDULE.values())
+    j = RuleJudge().judge(TASK, play_texts(TASK, SC, ["hi! how are you?", "fine."]))[0]
+    assert schedule_weights("uniform", j) == (UNIFORM, False)
+    assert schedule_weights("manual", j) == (MANUAL_SCHEDULE[j.stage], False)
+    with pytest.raises(ValueError, match="schedule"):
+        schedule_weights("weekly", j)
+
+
+def _episode(state):
+    return Episode(state, {"agent": "a", "partner": "b"}, TASK.outcome(state))
+
+
+def test_process_reward_is_the_weighted_pass_rate_per_turn_and_records_it():
+    state = play_texts(TASK, SC, ["hi! how are you doing?", "fine.", "come on, you have to lend me your car", "no.",
+                                  "i know you need the car on monday. could you lend me your car for the weekend?",
+                                  "ok [AGREE]", "thank you so much!"])
+    for schedule in ("dynamic", "manual", "uniform"):
+        pr = ProcessReward(RuleJudge(), TASK, schedule=schedule, coef=0.3, credit_early_end=False)
+        r = pr(_episode(state), "agent")
+        records = pr.drain()
+        assert len(r) == len(records) == 4 and pr.records == []
+        for x, rec in zip(r, records):
+            w = [rec[f"weight/{d}"] for d in DIMENSIONS]
+            assert x == pytest.approx(0.3 * sum(wi * rec[f"score/{d}"] for wi, d in zip(w, DIMENSIONS)))
+            assert ok(w) or schedule == "manual"
+        assert r[2] > r[1]     # the pressing turn scores below the acknowledging ask
+        assert pr(_episode(state), "partner") == [0.0] * 3   # the partner's turns: no process reward
+    assert weights_table(records)["late"] == pytest.approx(dict(zip(DIMENSIONS, UNIFORM)))
+    with pytest.raises(ValueError, match="schedule"):
+        ProcessReward(RuleJudge(), TASK, schedule="weekly")
+
+
+def test_an_early_end_credits_its_saved_turns_at_the_close():
+    """An agreement after two exchanges saves three of the five agent turns: the closing turn is paid four times, so
+    that talking on is never worth more than closing."""
+    state = play_texts(TASK, SC, ["hi! could you lend me your car?", "ok [AGREE]", "thank you so much!"])
+    plain = ProcessReward(RuleJudge(), TASK, credit_early_end=False)(_episode(state), "agent")
+    credited = ProcessReward(RuleJudge(), TASK)(_episode(state), "agent")
+    assert credited[0] == plain[0] and credited[1] == pytest.approx(plain[1] * (1 + 5 - 2))
+    capped = play_texts(TASK, SC, ["hi"] * 10)
+    assert ProcessReward(RuleJudge(), TASK)(_episode(capped), "agent") == \
+        ProcessReward(RuleJudge(), TASK, credit_early_end=False)(_episode(capped), "agent")
+
+
+def _answer(stage="mid", n=2, weights=None, bad=None):
+    crit = {d: [{"criterion": f"{d} {i}", "pass": i % 2 == 0} for i in range(n)] for d in DIMENSIONS}
+    obj = {"stage": stage, "weights": weights or {d: 1 for d in DIMENSIONS}, "criteria": crit}
+    if bad:
+        bad(obj)
+    return "```json\n" + json.dumps(obj) + "\n```"
+
+
+def test_parse_judgement_accepts_the_format_and_names_what_is_wrong():
+    j = parse_judgement(_answer(n=2))
+    assert j.stage == "mid" and all(len(j.criteria[d]) == 2 for d in DIMENSIONS)
+    assert j.scores() == {d: 0.5 for d in DIMENSIONS}
+    for text, why in [("no json here", "no JSON"), ("{not json}", "invalid JSON"), ("[1, 2]", "no JSON"),
+                      (_answer(stage="middle"), "unknown stage"), (_answer(n=1), "2-4 criteria"),
+                      (_answer(n=5), "2-4 criteria"),
+                      (_answer(bad=lambda o: o.pop("criteria")), "no criteria"),
+                      (_answer(bad=lambda o: o["criteria"]["turn_quality"][0].update({"pass": "yes"})), "boolean")]:
+        got = parse_judgement(text)
+        assert isinstance(got, str) and why in got, (text, got)
+
+
+class ScriptedJudgeLM:
+    """Answers each judge prompt with the next of `answers` (a test double of the LM behind LLMJudge)."""
+
+    def __init__(self, answers):
+        self.answers, self.prompts = list(answers), []
+
+    def generate(self, batch):
+        self.prompts += batch
+        return [self.answers.pop(0) for _ in batch]
+
+
+def test_llm_judge_uses_good_answers_and_counts_and_replaces_bad_ones():
+    state = play_texts(TASK, SC, ["hi! how are you?", "fine.", "could you lend me your car?", "no [REFUSE]",
+                                  "please?"])
+    lm = ScriptedJudgeLM([_answer("early", 3), "sorry, I cannot judge that", _answer("mid", weights={"x": 1})])
+    judge = LLMJudge(lm, fallback=RuleJudge())
+    js = judge.judge(TASK, state, "agent")
+    assert [j.failed for j in js] == [False, True, False] and judge.calls == 3 and judge.failures == 1
+    assert judge.failure_rate == pytest.approx(1 / 3) and judge.problems == {"no JSON object": 1}
+    assert js[1].criteria == RuleJudge().judge(TASK, state)[1].criteria     # the fallback's verdicts
+    second = lm.prompts[1][0]["content"]
+    assert "could you lend me your car?" in second and "hi! how are you?" in second
+    # the unknown dimension of the third proposal is dropped and the stage prior used
+    w, fallback = sanitize_weights(js[2].proposed, js[2].stage)
+    assert fallback and w == pytest.approx(MANUAL_SCHEDULE["mid"])
+
+
+def test_llm_judge_with_a_real_tiny_model_counts_every_unusable_answer(toy_model_dir):
+    """A tiny model that never learned the format answers junk: every turn falls back and is counted, none raises."""
+    from dialogrl.agents import LMAgent
+    from dialogrl.models import load_model
+
+    model, tok = load_model(str(toy_model_dir))
+    judge = LLMJudge(LMAgent(model, tok, max_new_tokens=24), fallback=RuleJudge())
+    eps = play(TASK, {"agent": social_population("agent", seed=1), "partner": SocialAgent(None, seed=2)},
+               TASK.sample_scenarios(3, seed=0))
+    pr = ProcessReward(judge, TASK)
+    rewards = [pr(e, "agent") for e in eps]
+    assert judge.calls == sum(len(r) for r in rewards) and judge.failures == judge.calls
+    assert all(rec["failed"] for rec in pr.records) and all(x >= 0 for r in rewards for x in r)
