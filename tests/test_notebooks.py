@@ -166,7 +166,34 @@ def check_03(summary: dict, params: dict):
     assert summary["power"]["success.vs_minus_single"]["paper_effect"] == pytest.approx(0.09)
 
 
-CHECKS = {"01_calibrated_interactive_rl": check_01, "03_scope_simulator_collapse": check_03,
+def check_02(summary: dict, params: dict):
+    n = params["n_seeds"]
+    methods = params.get("methods", ["base", "single_turn", "outcome_ppo", "socialrl", "socialrl_grpo", "uniform",
+                                     "manual"])
+    assert summary["seeds"] == n and summary["interval"].startswith("t over") and len(summary["panel"]) >= 3
+    for m in methods:
+        _estimate(summary["goal"], m, "goal", 0.0, 1.0)
+        _estimate(summary["goal_score"], m, "goal_score", 0.0, 10.0)
+        _estimate(summary["relationship"], m, "relationship", -5.0, 5.0)
+    assert set(summary["ablation"]) == {"dynamic", "uniform", "manual"}
+    assert summary["ablation"]["dynamic"] == summary["goal"]["socialrl"]
+    for key in ("goal_spearman", "relationship_spearman"):   # the judge against GPT-4 on the stored episodes
+        rho = summary["judge"][key]
+        assert rho is None or -1 <= rho <= 1, key
+    assert summary["judge"]["sides"] == 56
+    _claims(summary["claims"], n)
+    headline = [f"goal.{c}" for c in ("socialrl_minus_base", "socialrl_minus_outcome_ppo",
+                                      "socialrl_minus_single_turn", "socialrl_minus_socialrl_grpo",
+                                      "dynamic_minus_uniform", "dynamic_minus_manual")]
+    assert set(headline) | {"relationship.socialrl_minus_base"} <= set(summary["claims"])
+    _power(summary["power"], n, headline)
+    assert summary["power"]["goal.socialrl_minus_base"]["paper_effect"] == pytest.approx(0.092)
+    for m in ("socialrl", "manual", "uniform"):   # every stage's weights sum to 1
+        for stage, w in summary["weights"][m].items():
+            assert sum(w.values()) == pytest.approx(1.0), (m, stage)
+
+
+CHECKS = {"01_calibrated_interactive_rl": check_01, "02_socialrl": check_02, "03_scope_simulator_collapse": check_03,
           "04_ibrl_bilateral": check_04}
 
 

@@ -66,6 +66,41 @@ def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str |
     return _save(fig, path)
 
 
+def tradeoff_plane(table: pd.DataFrame, x: str, y: str, label: str = "method", path: str | Path | None = None,
+                   title: str | None = None):
+    """One point per row of `table` (e.g. a method) at (x, y) with both CIs as error bars (columns <x>_lo, <x>_hi,
+    <y>_lo, <y>_hi from evaluate.summarize), labelled: two goals against each other (SocialRL's goal and
+    relationship)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    colors = sns.color_palette(n_colors=len(table))
+    for (_, r), c in zip(table.iterrows(), colors):
+        ax.errorbar(r[x], r[y], xerr=[[r[x] - r[f"{x}_lo"]], [r[f"{x}_hi"] - r[x]]],
+                    yerr=[[r[y] - r[f"{y}_lo"]], [r[f"{y}_hi"] - r[y]]], fmt="o", color=c, capsize=3, label=r[label])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.legend(fontsize=8, loc="best")
+    ax.set_title(title or f"{y} vs {x}")
+    return _save(fig, path)
+
+
+def weights_heatmap(weights: dict[str, dict[str, float]], path: str | Path | None = None, title: str | None = None):
+    """Stages (rows) x dimensions (columns): the mean weight of each (rewards.weights_table)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    grid = pd.DataFrame(weights).T
+    fig, ax = plt.subplots(figsize=(1.2 * grid.shape[1] + 2, 0.6 * grid.shape[0] + 1.5))
+    sns.heatmap(grid, annot=True, fmt=".2f", cmap="viridis", vmin=0, cbar_kws={"label": "weight"}, ax=ax)
+    ax.set_xticklabels([t.get_text().replace("_", "\n") for t in ax.get_xticklabels()], rotation=0, fontsize=8)
+    ax.set_title(title or "process-reward weights by stage")
+    ax.set_xlabel("dimension")
+    ax.set_ylabel("stage")
+    return _save(fig, path)
+
+
 def shift_curves(shifts: dict[str, ShiftEstimate], path: str | Path | None = None, ylabel: str | None = None,
                  title: str | None = None):
     """One line per named shift estimate (`theory.classifier_shift`, `likelihood_shift`): the divergence of the

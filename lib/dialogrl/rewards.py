@@ -264,6 +264,51 @@ class LLMJudge(Judge):
         return out
 
 
+EPISODE_PROMPT = """You are an evaluator of social dialogue. {me} had this goal: {goal}
+The dialogue:
+{dialogue}
+
+Rate {me}'s goal completion from 0 (not at all) to 10 (fully), and how the relationship between the two changed from
+-5 (much worse) to 5 (much better). Answer with JSON only: {{"goal": <number>, "relationship": <number>}}"""
+
+
+def parse_episode_scores(text: str) -> dict[str, float] | str:
+    """An LLM judge's episode scores -> {"goal": 0..10, "relationship": -5..5}, or the reason it cannot be used."""
+    m = re.search(r"\{.*?\}", text, re.S)
+    if m is None:
+        return "no JSON object"
+    try:
+        obj = json.loads(m.group(0))
+    except json.JSONDecodeError:
+        return "invalid JSON"
+    try:
+        goal, rel = float(obj["goal"]), float(obj["relationship"])
+    except (KeyError, TypeError, ValueError):
+        return "no numeric goal and relationship"
+    if not (0 <= goal <= 10 and -5 <= rel <= 5):
+        return "scores out of range"
+    return {"goal": goal, "relationship": rel}
+
+
+def llm_episode_estimates(judge: LLMJudge,
+                          dialogues: Sequence[tuple[list[tuple[str, str]], str, tuple[str, str]]]) -> list[dict]:
+    """Episode-level estimates of an LLM judge for (turns, speaker, (its goal, the other's goal)) dialogues (one
+    batch), each {"goal", "relationship", "failed"}; an unusable answer is counted on the judge and replaced by its
+    fallback's `episode_estimates(turns, speaker, goals)` (a RuleJudge's)."""
+    prompts = [[{"role": "user", "content": EPISODE_PROMPT.format(
+        me=me, goal=goals[0], dialogue="\n".join(f"{s}: {t}" for s, t in turns))}] for turns, me, goals in dialogues]
+    out = []
+    for (turns, me, goals), a in zip(dialogues, judge.lm.generate(prompts) if prompts else []):
+        judge.calls += 1
+        got = parse_episode_scores(getattr(a, "text", a))
+        if isinstance(got, str):
+            judge.failures += 1
+            judge.problems[got] = judge.problems.get(got, 0) + 1
+            got = {**judge.fallback.episode_estimates(turns, me, goals), "failed": True}
+        out.append({"failed": False, **got})
+    return out
+
+
 def weights_table(records: Sequence[dict]) -> dict[str, dict[str, float]]:
     """Mean weight of each dimension per stage over ProcessReward records (the per-stage weights figure)."""
     out = {}

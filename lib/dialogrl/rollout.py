@@ -12,6 +12,7 @@ deterministic on CPU.
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,7 +33,8 @@ class Episode:
     def transcript(self) -> dict:
         """A JSON-ready record for transcripts.jsonl."""
         sc = self.state.scenario
-        return {"scenario": sc.__dict__ if hasattr(sc, "__dict__") else str(sc), "agents": self.agents,
+        scenario = dataclasses.asdict(sc) if dataclasses.is_dataclass(sc) else getattr(sc, "__dict__", str(sc))
+        return {"scenario": scenario, "agents": self.agents,
                 "turns": [{"role": t.role, "text": t.text, "invalid": t.invalid, "phase": t.phase}
                           for t in self.state.turns],
                 "end": self.state.end_reason, "outcome": self.outcome}

@@ -29,6 +29,7 @@ import torch
 from dialogrl.data import dond_human_corpus, p4g_human_corpus
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.envs.persuasion.corpus import persuasion_corpus
+from dialogrl.envs.social.corpus import social_corpus
 from dialogrl.envs.telesales.corpus import telesales_corpus
 
 # ChatML as Qwen instruct models write it, with TRL's generation markers around each assistant reply so that
@@ -110,6 +111,18 @@ TINY_MODELS: dict[str, TinyRecipe] = {
         config=TinyConfig(epochs=3.0),
         description="Persuasion for Good persuadee, warm-started on the 1,017 human persuadees (notebook 03's "
                     "held-out human counterpart)",
+    ),
+    "tiny-social": TinyRecipe(
+        corpus=social_corpus,
+        corpus_kwargs={"n_dialogues": 7000, "seed": 0, "views": "one"},
+        description="Social scenes (agent and partner), warm-started on scripted persona dialogues over the training "
+                    "scenes",
+    ),
+    "tiny-social-alt": TinyRecipe(
+        corpus=social_corpus,
+        corpus_kwargs={"n_dialogues": 7000, "seed": 1, "views": "one", "partners": ["proud", "easygoing"]},
+        description="Social scenes from another corpus: the partners are the unseen profiles (notebook 02's held-out "
+                    "partner model)",
     ),
     "tiny-dond-human": TinyRecipe(
         corpus=dond_human_corpus,

@@ -33,8 +33,15 @@ Paper 3, simulator collapse (SCOPE; notebook 03). The policy persuades; the simu
     population             co-training with the simulator drawn per group from a FIFO pool of its own checkpoints: a
                            schedule over the steps, run as a Trainer hook (`SimulatorPool`).
 
-SocialRL (paper 2, not here yet) is one policy against a fixed opponent with PPO and process rewards, a configuration
-of the same kind.
+Paper 2, SocialRL (notebook 02). One policy (the agent) against fixed scripted partners; the methods differ in the
+advantage and the reward (`socialrl_method`):
+    single_turn     per-utterance rewards with no propagation across turns: PPO with gamma = 0 (each turn's advantage
+                    is its own process reward, plus the outcome on the last turn, minus the critic's value)
+    outcome_ppo     multi-turn PPO, turn-level GAE, the outcome reward only
+    socialrl        multi-turn PPO, turn-level GAE over 0.3 x the stage-weighted process reward per turn plus the
+                    outcome (dynamic weights: the judge's proposal, sanitised)
+    socialrl_grpo   the same rewards, a group baseline over the dialogue's total reward instead of the critic
+    uniform, manual the socialrl ablations of the weight schedule (1/6 each; the paper's fixed schedule by stage)
 """
 from __future__ import annotations
 
@@ -115,6 +122,35 @@ def ibrl_roles(method: str, roles: Sequence[str], lr: float) -> MethodSpec:
         specs = {r: RoleSpec(adapter="shared", trainable=True, lr=lr) for r in roles}
         return MethodSpec(method, specs, {r: "shared" for r in roles}, False, {r: "shared" for r in roles})
     raise ValueError(f"unknown IB-RL method {method!r} for roles {roles}; known: {', '.join(ibrl_methods(roles))}")
+
+
+# ---------------------------------------------------------------------------------------- paper 2: SocialRL
+
+@dataclass(frozen=True)
+class SocialRLMethod:
+    """The trainer settings of one SocialRL method: the advantage (`algorithm`, `gamma`, `lam`) and the weight schedule
+    of the process reward (None: the outcome reward only)."""
+    algorithm: str
+    gamma: float
+    lam: float
+    schedule: str | None
+
+
+SOCIALRL_METHODS: dict[str, SocialRLMethod] = {
+    "single_turn": SocialRLMethod("ppo", 0.0, 0.0, "dynamic"),
+    "outcome_ppo": SocialRLMethod("ppo", 0.95, 0.95, None),
+    "socialrl": SocialRLMethod("ppo", 0.95, 0.95, "dynamic"),
+    "socialrl_grpo": SocialRLMethod("grpo", 1.0, 1.0, "dynamic"),
+    "uniform": SocialRLMethod("ppo", 0.95, 0.95, "uniform"),
+    "manual": SocialRLMethod("ppo", 0.95, 0.95, "manual"),
+}
+
+
+def socialrl_method(method: str) -> SocialRLMethod:
+    """The settings of a SocialRL method by name (see the module docstring); gamma and lam are the paper's 0.95."""
+    if method not in SOCIALRL_METHODS:
+        raise ValueError(f"unknown method {method!r} of SocialRL; known: {', '.join(SOCIALRL_METHODS)}")
+    return SOCIALRL_METHODS[method]
 
 
 # ------------------------------------------------------------------------ paper 3: simulator collapse (SCOPE)

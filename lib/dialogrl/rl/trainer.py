@@ -675,12 +675,13 @@ def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
     return found[-1].parent if found else None
 
 
-def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list, seed: int = 12345,
-               metrics: Sequence[str] = ("score", "agreed", "reward"),
+def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list | Mapping[str, list],
+               seed: int = 12345, metrics: Sequence[str] = ("score", "agreed", "reward"),
                measures: Callable[[list[Episode]], dict[str, float]] | None = None) -> Callable[[Trainer], dict]:
     """An eval_fn for Trainer.train: the role's current policy against each held-out counterpart, frozen.
 
-    Plays `scenarios` against every panel member (the policy in `role`'s seat) with a fixed sampling seed, and
+    Plays `scenarios` (or, a mapping, each member's own scenarios: e.g. scenarios that name the member's profile)
+    against every panel member (the policy in `role`'s seat) with a fixed sampling seed, and
     restores the global RNG state afterwards so evaluation never changes the training run. Returns per
     counterpart the policy's mean of each of `metrics` (columns of `evaluate.game_rows`), and their means over the
     panel (`panel/<metric>`); with `measures`, also `panel/<name>` of measures(all the panel's games) (e.g. the
@@ -699,7 +700,8 @@ def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list, 
         try:
             for name, agent in panel.items():
                 seed_everything(seed)
-                episodes = play(task, {role: policy, task.other(role): agent}, scenarios)
+                mine = scenarios[name] if isinstance(scenarios, Mapping) else scenarios
+                episodes = play(task, {role: policy, task.other(role): agent}, mine)
                 played += episodes
                 rows = game_rows(task, episodes, role)
                 for metric in metrics:
