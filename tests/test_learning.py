@@ -90,8 +90,13 @@ def test_rl_against_one_persuadee_raises_its_donation_rate():
 def test_ppo_with_process_rewards_raises_goal_achievement_against_one_partner():
     """Social scenes: tiny-social's agent (its own LoRA adapter and value head) trains with SocialRL's PPO (turn-level
     GAE, gamma = lambda = 0.95, the utterance-level ratio, 0.3 x the rule judge's stage-weighted process reward per
-    turn plus the outcome) against the scripted `guarded` partner for 30 steps of 32 games; the share of 400 held-out
-    scenarios that end in its full agreement must rise by at least MARGIN points, paired interval above zero.
+    turn plus the outcome) against the scripted `guarded` partner for 60 steps of 32 games (about 95 s on 2 CPU cores);
+    the share of 400 held-out scenarios that end in its full agreement must rise by at least 6.5 points, paired
+    interval above zero.
+
+    Measured on three builds (`build_tiny_model("tiny-social", build_seed=b)`, b = 0, 1, 2): +13.5, +16.3 and +17.5
+    points (interval half-widths 4-6; the goal score 0..10 rose by 1.7, 1.6 and 1.4, the relationship by 0.4, 1.0 and
+    1.4), so the smallest gain is about twice the margin. With 30 steps the gain on build 0 was +3.0 [-1.0, +7.3].
     """
     from dialogrl.envs.social import SocialAgent, SocialScenes
     from dialogrl.envs.social.judge import RuleJudge
@@ -110,7 +115,7 @@ def test_ppo_with_process_rewards_raises_goal_achievement_against_one_partner():
     before = evaluate(None, "base")
     trainer = Trainer(task, model, tok, {"agent": RoleSpec(adapter="policy", trainable=True, lr=1e-3),
                                          "partner": RoleSpec(agent=SocialAgent(None, 1))},
-                      TrainConfig(steps=30, scenarios_per_step=8, group_size=4, algorithm="ppo", gamma=0.95,
+                      TrainConfig(steps=60, scenarios_per_step=8, group_size=4, algorithm="ppo", gamma=0.95,
                                   lam=0.95, ratio_level="utterance", seed=0),
                       turn_rewards=ProcessReward(RuleJudge(), task, schedule="dynamic", coef=0.3))
     seed_everything(0)
@@ -120,5 +125,5 @@ def test_ppo_with_process_rewards_raises_goal_achievement_against_one_partner():
     rel = paired_difference(pd.concat([before, after]), "rl", "base", "relationship")
     print(f"goal rate vs guarded: {before.success.mean():.3f} -> {after.success.mean():.3f}, paired diff {diff}; "
           f"relationship {before.relationship.mean():+.2f} -> {after.relationship.mean():+.2f}, {rel}")
-    assert len(rows) == 30 and all("policy/explained_variance" in r for r in rows)
-    assert diff["diff"] >= MARGIN and diff["lo"] > 0
+    assert len(rows) == 60 and all("policy/explained_variance" in r for r in rows)
+    assert diff["diff"] >= 0.065 and diff["lo"] > 0
