@@ -193,6 +193,17 @@ WARM_ACTS = {"rapport": 0.5, "empathy": 0.6, "concern": 0.6, "appreciate": 0.3}
 _GOAL_MINDED = {"reason", "offer", "empathy", "concern", "apology"}
 
 
+def warm_gain(acts: set[str], seen: Counter, warmth: float = 1.0) -> float:
+    """The favourability the warm acts of one turn add (WARM_ACTS x warmth; half the second time an act is heard,
+    nothing from the third), counting them in `seen`."""
+    d = 0.0
+    for a, w in WARM_ACTS.items():
+        if a in acts:
+            d += w * warmth * (1.0, 0.5, 0.0)[min(seen[a], 2)]
+            seen[a] += 1
+    return d
+
+
 def relationship_trace(state: GameState) -> list[float]:
     """The partner's favourability after each agent turn (the rules in the module docstring), -5..5."""
     scene, p = state.scenario.scene, state.scenario.partner
@@ -211,10 +222,7 @@ def relationship_trace(state: GameState) -> list[float]:
         if agreed:     # the closing turn
             d += 0.5 * p.warmth if "appreciate" in acts else 0.0
         else:
-            for a, w in WARM_ACTS.items():
-                if a in acts:
-                    d += w * p.warmth * (1.0, 0.5, 0.0)[min(seen[a], 2)]
-                    seen[a] += 1
+            d += warm_gain(acts, seen, p.warmth)
             if "ask" in acts:
                 seen["ask"] += 1
                 if first and not acts & {"greet", "rapport"}:
