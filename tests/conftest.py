@@ -1,6 +1,7 @@
 """Shared fixtures: a toy chat corpus and a tiny model built from it in seconds (the named models take minutes)."""
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 
 from dialogrl.tiny import TinyConfig, build_tiny
 
+os.environ["TQDM_DISABLE"] = "1"  # no progress bars in tests (papermill's kernels inherit it); see run.progress
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

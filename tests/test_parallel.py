@@ -51,6 +51,8 @@ def test_parallel_runs_equal_the_serial_loop(dond_dir):
 
 def test_map_runs_keeps_order_and_raises():
     assert map_runs(lambda k: k * k, range(5), processes=3) == [0, 1, 4, 9, 16]
+    assert map_runs(lambda k: k * k, range(5), processes=3, desc="runs") == [0, 1, 4, 9, 16]  # with a bar
+    assert map_runs(lambda k: k * k, range(5), desc="runs") == [0, 1, 4, 9, 16]
     with pytest.raises(ValueError, match="processes=0"):
         map_runs(abs, [1], processes=0)
 

@@ -12,6 +12,7 @@ from dialogrl.params import (
     ParameterError,
     Str,
     check_params,
+    resolve_profile,
 )
 
 SPEC = {
@@ -63,3 +64,19 @@ def test_missing_parameter():
 def test_hub_ids_and_local_folders_are_model_names(tmp_path):
     assert check_params({"m": "Qwen/Qwen2.5-0.5B-Instruct"}, {"m": ModelName()})
     assert check_params({"m": str(tmp_path)}, {"m": ModelName()})
+
+
+def test_resolve_profile_auto(tmp_path):
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "gpu.yaml").write_text("profile: gpu\nlr: 1.0e-4\n")
+    ns = {"profile": "auto", "lr": 1e-3}
+    assert resolve_profile(dict(ns), "nb", cuda=False, params_dir=tmp_path) == "cpu"
+    assert resolve_profile(ns, "nb", cuda=True, params_dir=tmp_path) == "gpu" and ns == {"profile": "gpu", "lr": 1e-4}
+    for named in ("smoke", "cpu", "gpu"):  # named profiles are left alone, even on a CUDA machine
+        ns = {"profile": named, "lr": 1e-3}
+        assert resolve_profile(ns, "nb", cuda=True, params_dir=tmp_path) == named and ns["lr"] == 1e-3
+    with pytest.raises(ParameterError, match="does not exist"):
+        resolve_profile({"profile": "auto"}, "other", cuda=True, params_dir=tmp_path)
+    (tmp_path / "nb" / "gpu.yaml").write_text("profile: gpu\nlearning_rate: 1.0e-4\n")
+    with pytest.raises(ParameterError, match="learning_rate"):
+        resolve_profile({"profile": "auto", "lr": 1e-3}, "nb", cuda=True, params_dir=tmp_path)

@@ -1,5 +1,7 @@
+import io
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -9,6 +11,7 @@ from dialogrl.run import (
     MetricsLogger,
     choose_device,
     make_run_dir,
+    progress,
     read_metrics,
     save_summary,
     seed_everything,
@@ -90,3 +93,12 @@ def test_choose_device():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="CUDA"):
             choose_device("cuda")
+
+
+def test_progress_bars_are_off_in_tests_and_on_elsewhere(monkeypatch):
+    assert os.environ.get("TQDM_DISABLE") == "1"  # conftest: no bars in test output or papermill kernels
+    assert progress(range(3), "x").disable
+    monkeypatch.delenv("TQDM_DISABLE")
+    bar = progress(range(3), "x", file=io.StringIO())
+    assert not bar.disable and list(bar) == [0, 1, 2]
+    assert progress(range(3), "x", enabled=False).disable

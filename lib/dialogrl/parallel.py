@@ -56,9 +56,13 @@ def _run_job(i: int) -> bytes:
     return pickle.dumps(fn(jobs[i]), protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None) -> list:
+def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None,
+             desc: str | None = None) -> list:
     """[fn(job) for job in jobs], in order; with processes > 1 in that many forked one-thread workers, each job in a
-    fresh fork. threads: torch threads of the serial loop (None: unchanged). Exceptions in a job propagate."""
+    fresh fork. threads: torch threads of the serial loop (None: unchanged). Exceptions in a job propagate.
+    desc: show a progress bar over the jobs with this description (`dialogrl.run.progress`)."""
+    from dialogrl.run import progress
+
     jobs = list(jobs)
     if processes < 1:
         raise ValueError(f"processes={processes}: must be >= 1")
@@ -66,14 +70,20 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
         warnings.warn("parallel runs need the fork start method (not available here): running them serially",
                       stacklevel=2)
         processes = 1
+    bar = progress(total=len(jobs), desc=desc, enabled=desc is not None, unit="run")
     if processes == 1 or len(jobs) <= 1:
-        with torch_threads(threads):
-            return [fn(job) for job in jobs]
+        with torch_threads(threads), bar:
+            return [_ticked(fn(job), bar) for job in jobs]
     global _TASK
     _TASK = (fn, jobs)
     try:
         ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(min(processes, len(jobs)), initializer=_init_worker, maxtasksperchild=1) as pool:
-            return [pickle.loads(b) for b in pool.map(_run_job, range(len(jobs)), chunksize=1)]
+        with ctx.Pool(min(processes, len(jobs)), initializer=_init_worker, maxtasksperchild=1) as pool, bar:
+            return [pickle.loads(_ticked(b, bar)) for b in pool.imap(_run_job, range(len(jobs)), chunksize=1)]
     finally:
         _TASK = None
+
+
+def _ticked(result: Any, bar) -> Any:
+    bar.update()
+    return result

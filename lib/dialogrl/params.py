@@ -12,13 +12,15 @@ The parameters cell holds literals only (papermill injects overrides after it). 
     })
 
 and gets back a plain dict of every parameter (for config.json), or a ParameterError naming the parameter, the value
-it got and what is allowed.
+it got and what is allowed. A notebook whose `profile` defaults to "auto" calls `resolve_profile(globals(), stem)`
+first: the gpu profile's values on a CUDA machine, the cell's own (cpu) values elsewhere.
 """
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -164,3 +166,40 @@ def check_params(namespace: Mapping[str, Any], spec: Mapping[str, Rule]) -> dict
             raise ParameterError(name, None, "missing: the parameters cell must define it")
         out[name] = rule.check(name, namespace[name])
     return out
+
+
+def repo_root() -> Path:
+    """The repository this library runs from (lib/dialogrl/ -> ../..): where params/ and papers/ live."""
+    return Path(__file__).resolve().parents[2]
+
+
+def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool | None = None,
+                    params_dir: str | Path | None = None) -> str:
+    """Resolve a notebook's `profile = "auto"`: `gpu` on a CUDA machine, `cpu` otherwise; returns the profile.
+
+    For `gpu`, the values of params/<stem>/gpu.yaml replace the parameters cell's values in `namespace` (the
+    notebook's globals), as `papermill -f params/<stem>/gpu.yaml` would; for `cpu` the cell's values (the cpu
+    profile) stay. A profile given by name (smoke | cpu | gpu) is left as it is: whoever named it set its values.
+    cuda: None asks torch. Raises ParameterError for a missing profile file or a key that is not a parameter.
+    """
+    if namespace.get("profile") != "auto":
+        return namespace.get("profile")
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda.is_available()
+    profile = "gpu" if cuda else "cpu"
+    if profile == "gpu":
+        import yaml
+
+        path = Path(params_dir or repo_root() / "params") / stem / "gpu.yaml"
+        if not path.exists():
+            raise ParameterError("profile", "auto", f"a CUDA device is present but {path} does not exist")
+        values = yaml.safe_load(path.read_text()) or {}
+        unknown = sorted(set(values) - set(namespace))
+        if unknown:
+            raise ParameterError("profile", "auto", f"{path} sets {unknown}, which are not parameters of {stem}")
+        namespace.update(values)
+        print(f"profile auto -> gpu (a CUDA device is present): {len(values)} values from {path}")
+    namespace["profile"] = profile
+    return profile

@@ -2,7 +2,8 @@
 
 For each notebooks/<stem>.ipynb (sorted, or those named by --only):
   1. parameters: the notebook's defaults for the `cpu` profile; params/<stem>/<profile>.yaml for `smoke` and `gpu`
-     (every key must be a parameter of the notebook: papermill itself only warns on unknown ones);
+     (every key must be a parameter of the notebook: papermill itself only warns on unknown ones); `profile` itself
+     is always passed, so that a notebook's `profile = "auto"` does not pick another one;
   2. a new run folder results/<stem>/<run_id>/, passed to the notebook as its `run_dir` parameter; the executed
      notebook is saved there beside the notebook's own summary.json, metrics.jsonl, figures and transcripts;
   3. results/REPORT.md: per notebook, its latest summary.json beside the paper's numbers, which papers/<stem>.md
@@ -175,7 +176,8 @@ def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir
         print(f"No notebooks in {notebooks_dir}/ yet: nothing to reproduce.")
         return 0
     # check every profile file before the first (long) run starts
-    overrides = {nb.stem: profile_parameters(nb, profile, params_dir) for nb in notebooks}
+    # the profile named explicitly: a notebook's profile "auto" would pick gpu on a CUDA machine
+    overrides = {nb.stem: {"profile": profile, **profile_parameters(nb, profile, params_dir)} for nb in notebooks}
     command = "python -m dialogrl reproduce" + (f" --only {' '.join(only)}" if only else "") + \
         (f" --profile {profile}" if profile != "cpu" else "")
     runs: list[NotebookRun] = []

@@ -11,6 +11,8 @@ Every notebook does the same few things first (minGPT / cleanrl style):
     ...
     save_summary(run_dir, summary)    # the numbers the paper's claims are judged by
     save_timings(run_dir, timings)    # wall-clock times, apart from the summary (they differ between runs)
+
+Long loops show `progress(...)` bars (tqdm), which TQDM_DISABLE=1 turns off everywhere.
 """
 from __future__ import annotations
 
@@ -69,6 +71,19 @@ def choose_device(device: str = "auto") -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} asked for CUDA, but torch sees no CUDA device; use device='auto' or 'cpu'")
     return dev
+
+
+def progress(iterable=None, desc: str | None = None, total: int | None = None, enabled: bool = True, **kwargs):
+    """A tqdm progress bar (`tqdm.auto`: a widget in Jupyter, text elsewhere) over `iterable`.
+
+    Off when enabled is False, or for every bar when the environment sets TQDM_DISABLE=1 (the tests do: papermill
+    kernels inherit it). kwargs go to tqdm (leave, unit, position, ...). Use it as tqdm: `for x in progress(xs,
+    "eval")`, `bar.set_postfix(...)`, `bar.update()`.
+    """
+    from tqdm.auto import tqdm
+
+    off = os.environ.get("TQDM_DISABLE", "").lower() in ("1", "true", "yes")  # read now: tqdm reads it at import
+    return tqdm(iterable, desc=desc, total=total, disable=off or not enabled, **kwargs)
 
 
 def make_run_id(seed: int | None = None) -> str:

@@ -48,6 +48,7 @@ from dialogrl.models import adapter_parameters, base_model, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
 from dialogrl.rl.losses import explained_variance, kl_k3, policy_loss, value_loss
 from dialogrl.rollout import Episode, play
+from dialogrl.run import progress as run_progress
 from dialogrl.tokens import masked_mean, pad, token_logprobs, token_logprobs_and_entropy
 
 # the allowed values of TrainConfig's choice fields (notebooks check their parameters with OneOf(*ALGORITHMS), ...)
@@ -513,7 +514,8 @@ class Trainer:
         return {**row, **dict(zip(names, vals.tolist()))}
 
     def train(self, log=None, eval_fn: Callable[[Trainer], dict] | None = None, eval_every: int = 0,
-              progress: bool = True, checkpoint_dir: str | Path | None = None, resume: bool = False) -> list[dict]:
+              progress: bool = True, checkpoint_dir: str | Path | None = None, resume: bool = False,
+              desc: str = "train") -> list[dict]:
         """Run up to config.steps steps.
 
         eval_fn(trainer) -> held-out metrics, every `eval_every` steps and at the end (see `panel_eval`).
@@ -522,10 +524,10 @@ class Trainer:
         configuration: `config_dict()` and the step training starts from, one line of <run>/train_configs.jsonl.
         With checkpoint_dir, a checkpoint is written every `save_every` steps and at the end; with resume=True the
         latest checkpoint there is loaded first and training continues exactly where it stopped.
+        progress: a bar over the steps (`desc`, then the step's rewards and losses); off on other processes and
+        wherever TQDM_DISABLE=1.
         Returns the rows of this call.
         """
-        from tqdm.auto import tqdm
-
         cfg, acc = self.config, self.accelerator
         if resume and checkpoint_dir is not None:
             latest = latest_checkpoint(checkpoint_dir)
@@ -535,7 +537,8 @@ class Trainer:
             log.log_config(trainer=type(self).__name__, start_step=self.step_count, **self.config_dict())
         tracker = self._start_tracker()
         rows = []
-        bar = tqdm(range(self.step_count, cfg.steps), desc="train", disable=not progress or not acc.is_main_process)
+        bar = run_progress(range(self.step_count, cfg.steps), desc, total=cfg.steps, initial=self.step_count,
+                           enabled=progress and acc.is_main_process, leave=False)
         for _ in bar:
             row = self.step()
             if eval_fn is not None and eval_every and (self.step_count % eval_every == 0
