@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from dialogrl.reproduce import find_notebooks, paper_numbers, profile_parameters, reproduce
+from dialogrl.reproduce import (
+    FIGURES_END,
+    FIGURES_START,
+    find_notebooks,
+    front_matter,
+    paper_numbers,
+    profile_parameters,
+    refresh_figures,
+    reproduce,
+)
 
 FIX = Path(__file__).parent / "fixtures"
 KW = dict(notebooks_dir=FIX / "notebooks", params_dir=FIX / "params", papers_dir=FIX / "papers", progress=False)
@@ -70,3 +79,44 @@ def test_build_tiny_cli_lists_the_embedded_models():
     assert out.returncode == 0 and "tiny-dond:" in out.stdout and "tiny-dond-human:" in out.stdout
     bad = subprocess.run([sys.executable, "-m", "dialogrl", "build-tiny", "tiny-nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "unknown embedded model 'tiny-nope'" in bad.stderr
+
+
+def test_a_cpu_run_refreshes_the_papers_key_figures(tmp_path):
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    (papers / "00_example.md").write_text(
+        "---\npaper_numbers:\n  mean: 0.0\nfigures: [means.png]\n---\n# Example\n\n| a | b |\n|---|---|\n\n"
+        "![means](figures/00_example/means.png)\n\n" + FIGURES_START + "\nold line\n" + FIGURES_END + "\n\nrest\n")
+    kw = {**KW, "papers_dir": papers}
+    assert reproduce(profile="smoke", results_root=tmp_path / "results", **kw) == 0
+    assert not (papers / "figures").exists()  # a smoke run leaves the paper alone
+    assert reproduce(profile="cpu", results_root=tmp_path / "results", **kw) == 0
+    (run,) = (tmp_path / "results" / "00_example").glob("*__cpu")
+    copied = papers / "figures" / "00_example" / "means.png"
+    assert copied.read_bytes() == (run / "figures" / "means.png").read_bytes()
+    text = (papers / "00_example.md").read_text()
+    commit = json.loads((run / "env.json").read_text()).get("git_commit", "")[:7] or "not recorded"  # a clone or not
+    assert "old line" not in text and f"run `{run.name}`" in text and f"commit `{commit}" in text
+    assert text.endswith(FIGURES_END + "\n\nrest\n")
+    smoke = next((tmp_path / "results" / "00_example").glob("*__smoke"))
+    with pytest.raises(ValueError, match="cpu profile's figures only"):
+        refresh_figures("00_example", smoke, papers)
+    (papers / "00_example.md").write_text("---\nfigures: [other.png]\n---\n")
+    with pytest.raises(ValueError, match="other.png"):
+        refresh_figures("00_example", run, papers)
+    (papers / "00_example.md").write_text("---\nfigures: [means.png]\n---\nno markers\n")
+    with pytest.raises(ValueError, match="no <!-- figures"):
+        refresh_figures("00_example", run, papers)
+
+
+def test_each_paper_shows_its_key_figures():
+    repo = Path(__file__).resolve().parents[1]
+    for nb in find_notebooks(repo / "notebooks"):
+        names = front_matter(nb.stem, repo / "papers").get("figures")
+        assert names, f"papers/{nb.stem}.md lists no key figures (figures: in its front matter)"
+        text = (repo / "papers" / f"{nb.stem}.md").read_text()
+        block = text[text.index(FIGURES_START):text.index(FIGURES_END)]
+        assert "Figures: run `" in block and "commit `" in block, f"{nb.stem}: no provenance line"
+        for name in names:
+            assert (repo / "papers" / "figures" / nb.stem / name).is_file(), f"{nb.stem}: {name} not copied"
+            assert f"](figures/{nb.stem}/{name})" in text, f"papers/{nb.stem}.md does not show {name}"

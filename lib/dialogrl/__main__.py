@@ -1,4 +1,4 @@
-"""Command line: `python -m dialogrl reproduce | build-tiny`."""
+"""Command line: `python -m dialogrl reproduce | figures | build-tiny`."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--results", default="results", help="results root (default: results)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
 
+    fig = sub.add_parser("figures", help="copy a cpu run's key figures into papers/figures/<stem>/")
+    fig.add_argument("stem", help="the notebook (file stem)")
+    fig.add_argument("--run", default=None, help="the run folder (default: the latest cpu run of the notebook)")
+    fig.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
+    fig.add_argument("--results", default="results", help="results root (default: results)")
+
     tiny = sub.add_parser("build-tiny", help="build (or find in the cache) an embedded tiny model")
     tiny.add_argument("name", nargs="?", default="tiny-dond", help="embedded model name (default: tiny-dond)")
     tiny.add_argument("--out", default=None, help="save here instead of the cache")
@@ -36,11 +42,31 @@ def main(argv: list[str] | None = None) -> int:
             return reproduce(only=args.only, profile=args.profile, notebooks_dir=args.notebooks,
                              params_dir=args.params, papers_dir=args.papers, results_root=args.results,
                              progress=not args.no_progress)
+        if args.command == "figures":
+            return _figures(args)
         if args.command == "build-tiny":
             return _build_tiny(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _figures(args) -> int:
+    import json
+    from pathlib import Path
+
+    from dialogrl.reproduce import refresh_figures
+
+    run = Path(args.run) if args.run else None
+    if run is None:
+        runs = [p for p in (Path(args.results) / args.stem).glob("*") if (p / "summary.json").exists()
+                and json.loads((p / "config.json").read_text()).get("profile") == "cpu"]
+        if not runs:
+            raise ValueError(f"no finished cpu run of {args.stem} under {args.results}/{args.stem}/")
+        run = max(runs, key=lambda p: (p / "summary.json").stat().st_mtime)  # the newest finished
+    for path in refresh_figures(args.stem, run, args.papers):
+        print(path)
     return 0
 
 

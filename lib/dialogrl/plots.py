@@ -62,6 +62,11 @@ def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str |
         ax.errorbar(centers, table[metric], yerr=[table[metric] - table[f"{metric}_lo"],
                                                   table[f"{metric}_hi"] - table[metric]],
                     fmt="none", ecolor="black", capsize=3)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    if sum(len(t) for t in labels) > 48:  # labels that would run into each other: slanted
+        ax.tick_params(axis="x", labelrotation=30)
+        for t in ax.get_xticklabels():
+            t.set_horizontalalignment("right")
     ax.set_title(title or metric)
     return _save(fig, path)
 

@@ -7,12 +7,15 @@ For each notebooks/<stem>.ipynb (sorted, or those named by --only):
   2. a new run folder results/<stem>/<run_id>/, passed to the notebook as its `run_dir` parameter; the executed
      notebook is saved there beside the notebook's own summary.json, metrics.jsonl, figures and transcripts;
   3. results/REPORT.md: per notebook, its latest summary.json beside the paper's numbers, which papers/<stem>.md
-     lists in its front matter under `paper_numbers:` (dotted summary keys -> the paper's value).
+     lists in its front matter under `paper_numbers:` (dotted summary keys -> the paper's value);
+  4. for the `cpu` profile, the key figures papers/<stem>.md lists under `figures:` go to papers/figures/<stem>/
+     (`refresh_figures`), where the paper file shows them.
 """
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,8 +81,8 @@ def profile_parameters(nb_path: str | Path, profile: str, params_dir: str | Path
     return overrides
 
 
-def paper_numbers(stem: str, papers_dir: str | Path = "papers") -> dict:
-    """The `paper_numbers:` mapping in the YAML front matter of papers/<stem>.md ({} if absent)."""
+def front_matter(stem: str, papers_dir: str | Path = "papers") -> dict:
+    """The YAML front matter of papers/<stem>.md ({} if absent)."""
     path = Path(papers_dir) / f"{stem}.md"
     if not path.exists():
         return {}
@@ -87,8 +90,54 @@ def paper_numbers(stem: str, papers_dir: str | Path = "papers") -> dict:
     if not text.startswith("---\n"):
         return {}
     end = text.find("\n---", 4)
-    front = yaml.safe_load(text[4:end]) if end > 0 else {}
-    return dict((front or {}).get("paper_numbers") or {})
+    return dict((yaml.safe_load(text[4:end]) if end > 0 else None) or {})
+
+
+def paper_numbers(stem: str, papers_dir: str | Path = "papers") -> dict:
+    """The `paper_numbers:` mapping in the front matter of papers/<stem>.md ({} if absent)."""
+    return dict(front_matter(stem, papers_dir).get("paper_numbers") or {})
+
+
+FIGURES_START, FIGURES_END = "<!-- figures: written by python -m dialogrl reproduce -->", "<!-- /figures -->"
+
+
+def refresh_figures(stem: str, run_dir: str | Path, papers_dir: str | Path = "papers",
+                    command: str | None = None) -> list[Path]:
+    """Copy the key figures of a `cpu` run into papers/figures/<stem>/ and say where they came from.
+
+    The figures are those papers/<stem>.md lists under `figures:` in its front matter (file names in the run's
+    figures/ folder); the file embeds them from figures/<stem>/ under the tables they illustrate, and its provenance
+    line, between FIGURES_START and FIGURES_END, is rewritten here: run, commit (env.json), command, date.
+    Raises ValueError for a run of another profile, or a listed figure the run did not draw.
+    """
+    run_dir, papers_dir = Path(run_dir), Path(papers_dir)
+    names = list(front_matter(stem, papers_dir).get("figures") or [])
+    if not names:
+        return []
+    profile = json.loads((run_dir / "config.json").read_text()).get("profile")
+    if profile != "cpu":
+        raise ValueError(f"{run_dir}: a {profile!r} run; papers/ shows the cpu profile's figures only")
+    missing = [n for n in names if not (run_dir / "figures" / n).exists()]
+    if missing:
+        raise ValueError(f"{run_dir}/figures has no {missing} (listed under figures: in {papers_dir}/{stem}.md)")
+    out = papers_dir / "figures" / stem
+    out.mkdir(parents=True, exist_ok=True)
+    copied = [Path(shutil.copyfile(run_dir / "figures" / n, out / n)) for n in names]
+    env = json.loads((run_dir / "env.json").read_text())
+    commit = env.get("git_commit", "")[:7] or "not recorded"
+    if env.get("git_dirty"):
+        commit += " with uncommitted changes"
+    command = command or f"python -m dialogrl reproduce --only {stem}"
+    line = (f"Figures: run `{run_dir.name}` of `{command}` (the `cpu` profile) at commit `{commit}`, "
+            f"{env.get('time_utc', '')[:10]}; copied to `papers/figures/{stem}/`, refreshed by every `cpu` run of "
+            "`python -m dialogrl reproduce`.")
+    path = papers_dir / f"{stem}.md"
+    text = path.read_text()
+    start, end = text.find(FIGURES_START), text.find(FIGURES_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path}: no {FIGURES_START} ... {FIGURES_END} block for the figures' provenance")
+    path.write_text(text[:start] + f"{FIGURES_START}\n{line}\n" + text[end:])
+    return copied
 
 
 def flatten(obj, prefix: str = "") -> dict:
@@ -191,6 +240,9 @@ def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir
             ok, error = False, f"{nb.name} ran but wrote no summary.json to its run folder {run_dir}"
         runs.append(NotebookRun(nb.stem, run_dir, ok, seconds, error))
         tqdm.write(f"{nb.stem}: {'ok' if ok else 'FAILED'} in {seconds / 60:.1f} min -> {run_dir}")
+        if ok and profile == "cpu" and front_matter(nb.stem, papers_dir).get("figures"):
+            refresh_figures(nb.stem, run_dir, papers_dir, command=f"python -m dialogrl reproduce --only {nb.stem}")
+            tqdm.write(f"{nb.stem}: key figures copied to {papers_dir}/figures/{nb.stem}/")
         if error:
             tqdm.write(error.strip().splitlines()[-1] if error.strip() else error)
     # notebooks not run now still appear with their latest earlier run

@@ -203,7 +203,24 @@ def environment_info() -> dict:
     if torch.cuda.is_available():
         info["cuda_device"] = torch.cuda.get_device_name(0)
         info["cuda_version"] = torch.version.cuda
+    info.update(git_state())
     return info
+
+
+def git_state() -> dict:
+    """{"git_commit": the library's checkout's HEAD, "git_dirty": tracked files changed} ({} outside a git clone)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return {}
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
 
 
 def save_env(run_dir: str | os.PathLike) -> Path:

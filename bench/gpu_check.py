@@ -1,0 +1,278 @@
+"""The GPU path, measured: every GPU code path of the library at reduced size, on one CUDA GPU, offline.
+
+    python bench/gpu_check.py                      # on a CUDA machine: all stages, about 8 minutes (estimate)
+    python bench/gpu_check.py --notebooks none     # the library stages only
+    python bench/gpu_check.py --device cpu --small --notebooks none   # check this script itself without a GPU
+
+On a machine without CUDA it says so and exits 0 with nothing measured (unless --device cpu is asked for).
+No hub model is needed: the stages build larger embedded models on the GPU (the `gpu` size, about 26M parameters,
+against the CPU default's 1.4M), one per game the notebooks play, and use them where the `gpu` profiles name hub models.
+
+Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_allocated, reset per stage):
+  build      the embedded models: corpus, tokenizer, TRL SFT warm start on the GPU (bf16 autocast where supported)
+  load       bf16 weights, one LoRA adapter per role (peft)
+  rollout    batched multi-turn self-play through the rollout engine, both roles LM agents; generated tokens/s for
+             the transformers decoding path and the lean engine (`lean=True`); no CUDA graphs or torch.compile are
+             used anywhere in the library, so none is measured
+  update     one training step of each algorithm (grpo, rloo, ppo with its critic), both roles trainable, bf16 autocast
+             in the update: rollout and update seconds of the second step, dialogues per update second
+  unsloth    the same load and one grpo step through unsloth's FastLanguageModel, when unsloth is installed
+  notebooks  each notebook at its `gpu` profile with the embedded models in place of the hub models and the smoke
+             profile's sizes (papermill; wall time, and whether it wrote its summary.json)
+The last lines are a markdown table (paste it into papers/README.md with the date and the GPU) and the JSON's path.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ["01_calibrated_interactive_rl", "02_socialrl", "03_scope_simulator_collapse", "04_ibrl_bilateral"]
+GAMES = {"dond": "tiny-dond", "telesales": "tiny-telesales", "persuasion": "tiny-persuasion", "social": "tiny-social"}
+# which embedded model stands in for each hub-model parameter of a notebook's gpu profile (and human_logs: None, the
+# synthetic humans, since the real logs come from the hub)
+STAND_INS = {
+    "01_calibrated_interactive_rl": {"policy_model": "dond", "human_logs": None},
+    "02_socialrl": {"policy_model": "social", "judge_model": "social", "heldout_models": ["social"]},
+    "03_scope_simulator_collapse": {"policy_model": "persuasion", "heldout_models": ["persuasion"]},
+    "04_ibrl_bilateral": {"telesales_model": "telesales", "dond_model": "dond", "telesales_heldout": "telesales",
+                          "dond_heldout": "dond"},
+}
+NOT_FROM_SMOKE = {"profile", "warm_start_dialogues", "heldout_corpus_seeds"}  # smoke keys about embedded builds
+
+
+def model_config(small: bool):
+    from dialogrl.tiny import TinyConfig
+
+    if small:  # the CPU self-check: the CPU default's size
+        return TinyConfig()
+    return TinyConfig(vocab_size=2048, hidden_size=512, num_layers=8, num_heads=8, num_kv_heads=4,
+                      intermediate_size=1536, lr=1e-3, batch_size=32)
+
+
+class Stage:
+    """Times one stage and reads its peak GPU memory; keeps going after a failure (reported, exit code 1)."""
+
+    def __init__(self, report: dict, name: str, device: str):
+        self.report, self.name, self.device = report, name, device
+
+    def __enter__(self):
+        import torch
+
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        self.t0 = time.perf_counter()
+        self.row = {"stage": self.name}
+        print(f"[{self.name}] ...", flush=True)
+        return self.row
+
+    def __exit__(self, kind, err, tb):
+        import torch
+
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+            self.row["peak_gpu_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        self.row["seconds"] = round(time.perf_counter() - self.t0, 1)
+        if err is not None:
+            self.row["error"] = f"{kind.__name__}: {err}"
+            traceback.print_exception(kind, err, tb)
+        self.report["stages"].append(self.row)
+        print(f"[{self.name}] {json.dumps(self.row)}", flush=True)
+        return True  # the next stage still runs
+
+
+def build_models(games: list[str], n_dialogues: int, small: bool) -> dict[str, str]:
+    from dialogrl.tiny import TINY_MODELS, build_tiny
+
+    cfg = model_config(small)
+    paths = {}
+    for game in games:
+        recipe = TINY_MODELS[GAMES[game]]
+        corpus = recipe.make_corpus(n_dialogues=n_dialogues)
+        config = replace(cfg, epochs=recipe.config.epochs)  # persuasion's VS answers need its second pass
+        paths[game] = str(build_tiny(corpus, config, name=f"gpu-check-{game}{'-small' if small else ''}"))
+    return paths
+
+
+def generated_tokens(episodes) -> int:
+    return sum(len(t.completion_ids or []) for e in episodes for t in e.state.turns)
+
+
+def rollout_stage(row: dict, path: str, device: str, games: int, max_new_tokens: int) -> None:
+    import torch
+
+    from dialogrl.agents import LMAgent
+    from dialogrl.envs import make_task
+    from dialogrl.models import load_model
+    from dialogrl.rollout import play
+    from dialogrl.run import seed_everything
+
+    task = make_task("dealnodeal")
+    model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=device == "cuda")
+    scenarios = task.sample_scenarios(games, seed=1)
+    for engine, lean in (("transformers", False), ("lean", True)):
+        seed_everything(0)
+        agents = {r: LMAgent(model, tok, adapter=r, max_new_tokens=max_new_tokens, lean=lean) for r in task.roles}
+        play(task, agents, scenarios[:8])  # warm-up: kernels, allocator
+        if device == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        episodes = play(task, agents, scenarios)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        seconds = time.perf_counter() - t0
+        row[f"{engine}_tokens_per_s"] = round(generated_tokens(episodes) / seconds)
+        row[f"{engine}_games_per_s"] = round(games / seconds, 2)
+
+
+def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: int, group: int,
+                 max_new_tokens: int, use_unsloth: bool = False) -> None:
+    from dialogrl.envs import make_task
+    from dialogrl.models import load_model
+    from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
+    from dialogrl.run import seed_everything
+
+    task = make_task("dealnodeal")
+    seed_everything(0)
+    model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=device == "cuda",
+                            use_unsloth=use_unsloth)
+    roles = {r: RoleSpec(adapter=r, trainable=True, lr=1e-4) for r in task.roles}
+    cfg = TrainConfig(steps=2, scenarios_per_step=scenarios, group_size=group, algorithm=algorithm, kl_coef=0.05,
+                      max_new_tokens=max_new_tokens, mixed_precision="bf16" if device == "cuda" else "no")
+    trainer = Trainer(task, model, tok, roles, config=cfg)
+    trainer.step()  # the first step pays for kernel selection and allocator growth
+    step = trainer.step()
+    row["rollout_s"] = round(step["time/rollout_s"], 2)
+    row["update_s"] = round(step["time/update_s"], 2)
+    row["update_dialogues_per_s"] = round(scenarios * group / step["time/update_s"], 1)
+    row["reward"] = {k: round(v, 3) for k, v in step.items() if k.startswith("reward/")}
+
+
+def notebook_stage(row: dict, stem: str, paths: dict[str, str], out_dir: Path) -> None:
+    import papermill
+    import yaml
+
+    def stand_in(v):
+        return [paths[x] for x in v] if isinstance(v, list) else (paths[v] if v in paths else v)
+
+    params = yaml.safe_load((REPO / "params" / stem / "gpu.yaml").read_text())
+    smoke = yaml.safe_load((REPO / "params" / stem / "smoke.yaml").read_text())
+    params.update({k: v for k, v in smoke.items() if k not in NOT_FROM_SMOKE})
+    params.update({k: stand_in(v) for k, v in STAND_INS[stem].items()})
+    params.update(profile="gpu", run_dir=str(out_dir / stem))
+    row["parameters"] = params
+    papermill.execute_notebook(str(REPO / "notebooks" / f"{stem}.ipynb"), str(out_dir / f"{stem}.ipynb"),
+                               parameters=params, cwd=str(REPO), progress_bar=False)
+    row["summary"] = (out_dir / stem / "summary.json").exists()
+
+
+def markdown(report: dict) -> str:
+    lines = [f"GPU check, {report['date']}, {report['device_name']} ({report['device']}), commit {report['commit']}:",
+             "", "| stage | seconds | peak GPU GiB | measured |", "|---|---|---|---|"]
+    for r in report["stages"]:
+        shown = {k: v for k, v in r.items() if k not in ("stage", "seconds", "peak_gpu_gib", "parameters")}
+        lines.append(f"| {r['stage']} | {r['seconds']} | {r.get('peak_gpu_gib', '—')} | "
+                     f"{json.dumps(shown)[:200]} |")
+    return "\n".join(lines)
+
+
+def commit() -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
+                   help="auto: the CUDA GPU, or exit 0 without one; cpu: run the stages on the CPU (a self-check)")
+    p.add_argument("--small", action="store_true", help="the CPU default's model size, fewer games (self-check)")
+    p.add_argument("--dialogues", type=int, default=None, help="warm-start corpus size per game (3000; small: 300)")
+    p.add_argument("--games", type=int, default=None, help="self-play games of the rollout stage (256; small: 16)")
+    p.add_argument("--notebooks", nargs="*", default=NOTEBOOKS, help="stems to run at the gpu profile, or none")
+    p.add_argument("--out", default=None, help="the JSON report (default results/gpu_check/<date>.json)")
+    args = p.parse_args(argv)
+
+    import torch
+
+    if args.device == "auto" and not torch.cuda.is_available():
+        print("gpu_check: no CUDA device here: nothing measured (run it on a machine with one CUDA GPU; "
+              "--device cpu checks the script itself)")
+        return 0
+    device = "cuda" if args.device == "auto" else args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: --device cuda, but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    notebooks = [] if args.notebooks in ([], ["none"]) else args.notebooks
+    unknown = sorted(set(notebooks) - set(NOTEBOOKS))
+    if unknown:
+        p.error(f"--notebooks {unknown}: the notebooks are {', '.join(NOTEBOOKS)}")
+    n_dialogues = args.dialogues or (300 if args.small else 3000)
+    n_games = args.games or (16 if args.small else 256)
+    scenarios, group, max_new = (2, 2, 16) if args.small else (16, 8, 48)
+    report = {"date": f"{datetime.now():%Y-%m-%d %H:%M}", "device": device, "commit": commit(),
+              "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
+              "torch": torch.__version__, "size": "small" if args.small else "gpu", "stages": []}
+    games = sorted({"dond"} | {g for s in notebooks for v in STAND_INS[s].values()
+                               for g in (v if isinstance(v, list) else [v]) if g in GAMES})
+    paths: dict[str, str] = {}
+    t0 = time.perf_counter()
+    with Stage(report, "build", device) as row:
+        paths = build_models(games, n_dialogues, args.small)
+        row.update(games=games, dialogues_per_game=n_dialogues)
+        from dialogrl.tiny import build_info
+
+        row["parameters_M"] = round(build_info(paths["dond"])["n_parameters"] / 1e6, 2)
+    if "dond" in paths:
+        with Stage(report, "load", device) as row:
+            from dialogrl.models import load_model
+
+            model, _ = load_model(paths["dond"], adapters=["A", "B"], device=device, bf16=device == "cuda")
+            row["dtype"] = str(next(model.parameters()).dtype)
+            row["adapters"] = sorted(model.peft_config)
+            del model
+        with Stage(report, "rollout", device) as row:
+            row["games"] = n_games
+            rollout_stage(row, paths["dond"], device, n_games, max_new)
+        for algorithm in ("grpo", "rloo", "ppo"):
+            with Stage(report, f"update-{algorithm}", device) as row:
+                row["dialogues"] = scenarios * group
+                update_stage(row, paths["dond"], device, algorithm, scenarios, group, max_new)
+        try:
+            import unsloth  # noqa: F401
+            have_unsloth = device == "cuda"
+        except ImportError:
+            have_unsloth = False
+        if have_unsloth:
+            with Stage(report, "unsloth-grpo", device) as row:
+                update_stage(row, paths["dond"], device, "grpo", scenarios, group, max_new, use_unsloth=True)
+        else:
+            report["stages"].append({"stage": "unsloth", "seconds": 0.0, "skipped": "not installed or no CUDA"})
+    out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-"))
+    for stem in notebooks:
+        with Stage(report, f"notebook-{stem}", device) as row:
+            notebook_stage(row, stem, paths, out_dir)
+    report["total_seconds"] = round(time.perf_counter() - t0, 1)
+    out = Path(args.out or REPO / "results" / "gpu_check" / f"{datetime.now():%Y%m%d-%H%M%S}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print(markdown(report))
+    print(f"total {report['total_seconds']} s; report: {out}")
+    return 1 if any("error" in r for r in report["stages"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
