@@ -6,7 +6,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: reproduce test lint smoke install
+.PHONY: reproduce test lint smoke install gpu-check
 
 install: $(VENV)/.installed
 
@@ -27,3 +27,7 @@ test: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check lib tests bench notebooks
+
+# on one CUDA GPU: every GPU code path at reduced size, measured (without CUDA it says so and exits 0)
+gpu-check: $(VENV)/.installed
+	$(PY) bench/gpu_check.py $(ARGS)

@@ -157,18 +157,29 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
     row["reward"] = {k: round(v, 3) for k, v in step.items() if k.startswith("reward/")}
 
 
-def notebook_stage(row: dict, stem: str, paths: dict[str, str], out_dir: Path) -> None:
-    import papermill
+def notebook_check_parameters(stem: str, paths: dict[str, str]) -> dict:
+    """The notebook's gpu profile (params/<stem>/gpu.yaml) at the smoke profile's sizes, with the embedded models
+    in `paths` ({game: folder}) in place of its hub models. Raises ValueError for a key that is not a parameter."""
     import yaml
+
+    from dialogrl.reproduce import profile_parameters
 
     def stand_in(v):
         return [paths[x] for x in v] if isinstance(v, list) else (paths[v] if v in paths else v)
 
-    params = yaml.safe_load((REPO / "params" / stem / "gpu.yaml").read_text())
+    nb = REPO / "notebooks" / f"{stem}.ipynb"
+    params = profile_parameters(nb, "gpu", REPO / "params")
     smoke = yaml.safe_load((REPO / "params" / stem / "smoke.yaml").read_text())
     params.update({k: v for k, v in smoke.items() if k not in NOT_FROM_SMOKE})
     params.update({k: stand_in(v) for k, v in STAND_INS[stem].items()})
-    params.update(profile="gpu", run_dir=str(out_dir / stem))
+    params["profile"] = "gpu"
+    return params
+
+
+def notebook_stage(row: dict, stem: str, paths: dict[str, str], out_dir: Path) -> None:
+    import papermill
+
+    params = {**notebook_check_parameters(stem, paths), "run_dir": str(out_dir / stem)}
     row["parameters"] = params
     papermill.execute_notebook(str(REPO / "notebooks" / f"{stem}.ipynb"), str(out_dir / f"{stem}.ipynb"),
                                parameters=params, cwd=str(REPO), progress_bar=False)

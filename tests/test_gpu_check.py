@@ -1,0 +1,58 @@
+"""bench/gpu_check.py: without CUDA it measures nothing and exits 0; its notebook runs name no hub model (the GPU
+machine is offline); on the CPU (--device cpu --small) its library stages run, so the script does not rot between
+GPU sessions."""
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from dialogrl.models import check_model_name
+from dialogrl.reproduce import notebook_parameters
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "bench" / "gpu_check.py"
+spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+gpu_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_check)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_without_cuda_it_says_so_and_exits_0():
+    out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0 and "no CUDA device here: nothing measured" in out.stdout
+
+
+@pytest.mark.parametrize("stem", gpu_check.NOTEBOOKS)
+def test_notebook_runs_use_embedded_models_only(stem, tmp_path):
+    paths = {game: str(tmp_path / game) for game in gpu_check.GAMES}
+    for path in paths.values():
+        Path(path).mkdir()
+    params = gpu_check.notebook_check_parameters(stem, paths)
+    assert set(params) <= set(notebook_parameters(REPO / "notebooks" / f"{stem}.ipynb"))
+    assert params["profile"] == "gpu" and params.get("bf16", True)
+    for name, value in params.items():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, str) and "/" in v and not v.startswith(str(tmp_path)):
+                pytest.fail(f"{stem}: {name}={v!r} names a hub model or dataset; the GPU machine is offline")
+            if name.endswith("_model") or name.endswith("_heldout") or name == "heldout_models":
+                assert v is None or check_model_name(v) == "local", f"{stem}: {name}={v!r}"
+    assert params.get("human_logs") is None
+
+
+@pytest.mark.slow
+def test_the_library_stages_run_on_the_cpu(tmp_path):
+    out = tmp_path / "report.json"
+    res = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--small", "--notebooks", "none",
+                          "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    report = json.loads(out.read_text())
+    stages = {r["stage"]: r for r in report["stages"]}
+    assert {"build", "load", "rollout", "update-grpo", "update-rloo", "update-ppo", "unsloth"} <= set(stages)
+    assert not [r for r in report["stages"] if "error" in r]
+    assert stages["rollout"]["transformers_tokens_per_s"] > 0 and stages["rollout"]["lean_tokens_per_s"] > 0
+    assert all(stages[f"update-{a}"]["update_s"] > 0 for a in ("grpo", "rloo", "ppo"))
+    assert "| stage | seconds |" in res.stdout
