@@ -86,8 +86,8 @@ class Stage:
             self.row["error"] = f"{kind.__name__}: {err}"
             traceback.print_exception(kind, err, tb)
         self.report["stages"].append(self.row)
-        print(f"[{self.name}] {json.dumps(self.row)}", flush=True)
-        return True  # the next stage still runs
+        print(f"[{self.name}] {json.dumps(self.row, default=str)}", flush=True)
+        return kind is None or issubclass(kind, Exception)  # the next stage still runs (not after Ctrl-C)
 
 
 def build_models(games: list[str], n_dialogues: int, small: bool) -> dict[str, str]:
