@@ -288,3 +288,13 @@ def test_sentence_embeddings_load_offline_and_place_paraphrases_close():
     assert e.shape == (3, 384) and np.allclose(np.linalg.norm(e, axis=1), 1, atol=1e-4)
     assert e[0] @ e[1] > e[0] @ e[2] + 0.2
     assert sentence_embeddings([]).shape == (0, 384)
+
+
+def test_bars_accept_a_zero_width_interval_off_by_rounding(tmp_path):
+    # every seed alike: the interval has no width, and the pooled mean can sit a rounding error outside it
+    table = pd.DataFrame({"method": ["a", "b"], "reward": [0.165625, 0.2], "reward_lo": [0.16562500000000002, 0.1],
+                          "reward_hi": [0.16562500000000002, 0.3]})
+    bars_with_ci(table, "reward", x="method", path=tmp_path / "bars.png")
+    assert (tmp_path / "bars.png").exists()
+    with pytest.raises(ValueError, match="does not contain its estimate"):
+        bars_with_ci(table.assign(reward_lo=[0.2, 0.1]), "reward", x="method")

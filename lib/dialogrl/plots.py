@@ -48,6 +48,18 @@ def learning_curves(rows: Sequence[dict] | pd.DataFrame, y: str, x: str = "step"
     return _save(fig, path)
 
 
+def ci_errors(value, lo, hi, tol: float = 1e-9):
+    """[value - lo, hi - value] for matplotlib's errorbar. A zero-width interval (every seed alike) can put the mean a
+    rounding error outside it: clipped to 0. An interval that misses its estimate by more is a bug: ValueError."""
+    import numpy as np
+
+    value, lo, hi = (np.asarray(a, dtype=float) for a in (value, lo, hi))
+    below, above = value - lo, hi - value
+    if np.any(below < -tol) or np.any(above < -tol):
+        raise ValueError(f"an interval does not contain its estimate: {value} not in [{lo}, {hi}]")
+    return [np.clip(below, 0, None), np.clip(above, 0, None)]
+
+
 def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str | None = None,
                  path: str | Path | None = None, title: str | None = None):
     """Bars of `metric` with their bootstrap CIs (columns <metric>_lo and <metric>_hi from evaluate.summarize)."""
@@ -59,8 +71,8 @@ def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str |
     sns.barplot(data=table, x=x, y=metric, hue=hue, ax=ax, errorbar=None)
     if hue is None:
         centers = np.arange(len(table))
-        ax.errorbar(centers, table[metric], yerr=[table[metric] - table[f"{metric}_lo"],
-                                                  table[f"{metric}_hi"] - table[metric]],
+        ax.errorbar(centers, table[metric], yerr=ci_errors(table[metric], table[f"{metric}_lo"],
+                                                        table[f"{metric}_hi"]),
                     fmt="none", ecolor="black", capsize=3)
     labels = [t.get_text() for t in ax.get_xticklabels()]
     if sum(len(t) for t in labels) > 48:  # labels that would run into each other: slanted
@@ -82,8 +94,9 @@ def tradeoff_plane(table: pd.DataFrame, x: str, y: str, label: str = "method", p
     fig, ax = plt.subplots(figsize=(5.5, 4))
     colors = sns.color_palette(n_colors=len(table))
     for (_, r), c in zip(table.iterrows(), colors):
-        ax.errorbar(r[x], r[y], xerr=[[r[x] - r[f"{x}_lo"]], [r[f"{x}_hi"] - r[x]]],
-                    yerr=[[r[y] - r[f"{y}_lo"]], [r[f"{y}_hi"] - r[y]]], fmt="o", color=c, capsize=3, label=r[label])
+        ax.errorbar(r[x], r[y], xerr=ci_errors([r[x]], [r[f"{x}_lo"]], [r[f"{x}_hi"]]),
+                    yerr=ci_errors([r[y]], [r[f"{y}_lo"]], [r[f"{y}_hi"]]), fmt="o", color=c, capsize=3,
+                    label=r[label])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.legend(fontsize=8, loc="best")
