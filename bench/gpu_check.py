@@ -196,16 +196,6 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def commit() -> str:
-    import subprocess
-
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="auto", choices=["auto", "cuda", "cpu"],
@@ -234,7 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     n_dialogues = args.dialogues or (300 if args.small else 3000)
     n_games = args.games or (16 if args.small else 256)
     scenarios, group, max_new = (2, 2, 16) if args.small else (16, 8, 48)
-    report = {"date": f"{datetime.now():%Y-%m-%d %H:%M}", "device": device, "commit": commit(),
+    from dialogrl.run import git_state
+
+    report = {"date": f"{datetime.now():%Y-%m-%d %H:%M}", "device": device,
+              "commit": git_state().get("git_commit", "unknown")[:7],
               "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
               "torch": torch.__version__, "size": "small" if args.small else "gpu", "stages": []}
     games = sorted({"dond"} | {g for s in notebooks for v in STAND_INS[s].values()

@@ -53,18 +53,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _figures(args) -> int:
-    import json
-    from pathlib import Path
+    from dialogrl.reproduce import latest_run, refresh_figures
 
-    from dialogrl.reproduce import refresh_figures
-
-    run = Path(args.run) if args.run else None
+    run = args.run or latest_run(args.stem, args.results, profile="cpu")
     if run is None:
-        runs = [p for p in (Path(args.results) / args.stem).glob("*") if (p / "summary.json").exists()
-                and json.loads((p / "config.json").read_text()).get("profile") == "cpu"]
-        if not runs:
-            raise ValueError(f"no finished cpu run of {args.stem} under {args.results}/{args.stem}/")
-        run = max(runs, key=lambda p: (p / "summary.json").stat().st_mtime)  # the newest finished
+        raise ValueError(f"no finished cpu run of {args.stem} under {args.results}/{args.stem}/")
     for path in refresh_figures(args.stem, run, args.papers):
         print(path)
     return 0

@@ -168,9 +168,10 @@ def run_notebook(nb_path: Path, run_dir: Path, parameters: dict, progress: bool 
         return False, time.time() - t0, f"{type(err).__name__}: {err}"
 
 
-def latest_run(stem: str, results_root: Path) -> Path | None:
-    """The newest run folder of `stem` holding a summary.json, or None."""
-    runs = sorted((p for p in (results_root / stem).glob("*") if (p / "summary.json").exists()),
+def latest_run(stem: str, results_root: Path, profile: str | None = None) -> Path | None:
+    """The newest run folder of `stem` holding a summary.json (of `profile`, if given), or None."""
+    runs = sorted((p for p in (Path(results_root) / stem).glob("*") if (p / "summary.json").exists()
+                   and (profile is None or json.loads((p / "config.json").read_text()).get("profile") == profile)),
                   key=lambda p: p.stat().st_mtime)
     return runs[-1] if runs else None
 
@@ -240,8 +241,8 @@ def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir
             ok, error = False, f"{nb.name} ran but wrote no summary.json to its run folder {run_dir}"
         runs.append(NotebookRun(nb.stem, run_dir, ok, seconds, error))
         tqdm.write(f"{nb.stem}: {'ok' if ok else 'FAILED'} in {seconds / 60:.1f} min -> {run_dir}")
-        if ok and profile == "cpu" and front_matter(nb.stem, papers_dir).get("figures"):
-            refresh_figures(nb.stem, run_dir, papers_dir, command=f"python -m dialogrl reproduce --only {nb.stem}")
+        if ok and profile == "cpu" and refresh_figures(nb.stem, run_dir, papers_dir,
+                                                       command=f"python -m dialogrl reproduce --only {nb.stem}"):
             tqdm.write(f"{nb.stem}: key figures copied to {papers_dir}/figures/{nb.stem}/")
         if error:
             tqdm.write(error.strip().splitlines()[-1] if error.strip() else error)

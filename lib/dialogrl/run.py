@@ -211,7 +211,9 @@ def git_state() -> dict:
     """{"git_commit": the library's checkout's HEAD, "git_dirty": tracked files changed} ({} outside a git clone)."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[2]
+    from dialogrl.params import repo_root
+
+    root = repo_root()
     if not (root / ".git").exists():
         return {}
     try:
