@@ -168,11 +168,6 @@ def check_params(namespace: Mapping[str, Any], spec: Mapping[str, Rule]) -> dict
     return out
 
 
-def repo_root() -> Path:
-    """The repository this library runs from (lib/dialogrl/ -> ../..): where params/ and papers/ live."""
-    return Path(__file__).resolve().parents[2]
-
-
 def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool | None = None,
                     params_dir: str | Path | None = None) -> str:
     """Resolve a notebook's `profile = "auto"`: `gpu` on a CUDA machine, `cpu` otherwise; returns the profile.
@@ -191,6 +186,8 @@ def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool |
     profile = "gpu" if cuda else "cpu"
     if profile == "gpu":
         import yaml
+
+        from dialogrl.run import repo_root
 
         path = Path(params_dir or repo_root() / "params") / stem / "gpu.yaml"
         if not path.exists():

@@ -207,11 +207,14 @@ def environment_info() -> dict:
     return info
 
 
+def repo_root() -> Path:
+    """The repository this library runs from (lib/dialogrl/ -> ../..): where params/ and papers/ live."""
+    return Path(__file__).resolve().parents[2]
+
+
 def git_state() -> dict:
     """{"git_commit": the library's checkout's HEAD, "git_dirty": tracked files changed} ({} outside a git clone)."""
     import subprocess
-
-    from dialogrl.params import repo_root
 
     root = repo_root()
     if not (root / ".git").exists():
