@@ -1,4 +1,4 @@
-"""Command line: `python -m dialogrl reproduce | figures | build-tiny`."""
+"""Command line: `python -m dialogrl reproduce | figures | claims | build-tiny`."""
 from __future__ import annotations
 
 import argparse
@@ -26,6 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     fig.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
     fig.add_argument("--results", default="results", help="results root (default: results)")
 
+    cl = sub.add_parser("claims", help="rewrite papers/<stem>.md's claims table (and the README's verdicts) from a run")
+    cl.add_argument("stems", nargs="*", metavar="STEM", help="notebooks (file stems; default: every paper file)")
+    cl.add_argument("--run", default=None, help="the run folder to cite (one stem); default: the excerpt it cites now")
+    cl.add_argument("--latest", action="store_true", help="cite each notebook's latest cpu run under --results")
+    cl.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
+    cl.add_argument("--results", default="results", help="results root (default: results)")
+    cl.add_argument("--readme", default="README.md", help="the README with the verdicts table (default: README.md)")
+
     tiny = sub.add_parser("build-tiny", help="build (or find in the cache) an embedded tiny model")
     tiny.add_argument("name", nargs="?", default="tiny-dond", help="embedded model name (default: tiny-dond)")
     tiny.add_argument("--out", default=None, help="save here instead of the cache")
@@ -44,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
                              progress=not args.no_progress)
         if args.command == "figures":
             return _figures(args)
+        if args.command == "claims":
+            return _claims(args)
         if args.command == "build-tiny":
             return _build_tiny(args)
     except ValueError as err:
@@ -60,6 +70,26 @@ def _figures(args) -> int:
         raise ValueError(f"no finished cpu run of {args.stem} under {args.results}/{args.stem}/")
     for path in refresh_figures(args.stem, run, args.papers):
         print(path)
+    return 0
+
+
+def _claims(args) -> int:
+    from pathlib import Path
+
+    from dialogrl.claims import refresh_claims, write_glance
+    from dialogrl.reproduce import latest_run
+
+    stems = args.stems or sorted(p.stem for p in (Path(args.papers) / "claims").glob("*.json"))
+    if args.run and len(stems) != 1:
+        raise ValueError("--run names one run folder: give exactly one stem with it")
+    for stem in stems:
+        run = args.run
+        if args.latest:
+            run = latest_run(stem, Path(args.results), profile="cpu")
+            if run is None:
+                raise ValueError(f"no finished cpu run of {stem} under {args.results}/{stem}/")
+        print(refresh_claims(stem, run, args.papers))
+    write_glance(args.readme, args.papers)
     return 0
 
 

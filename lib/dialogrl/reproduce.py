@@ -9,7 +9,8 @@ For each notebooks/<stem>.ipynb (sorted, or those named by --only):
   3. results/REPORT.md: per notebook, its latest summary.json beside the paper's numbers, which papers/<stem>.md
      lists in its front matter under `paper_numbers:` (dotted summary keys -> the paper's value);
   4. for the `cpu` profile, the key figures papers/<stem>.md lists under `figures:` go to papers/figures/<stem>/
-     (`refresh_figures`), where the paper file shows them.
+     (`refresh_figures`), where the paper file shows them, and the paper's claims table is rewritten from the run
+     (`claims.refresh_claims`: its excerpt goes to papers/claims/<stem>.json), as is the README's verdicts table.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from dialogrl.claims import CLAIMS_START, claims_table, manipulation_table, refresh_claims, write_glance
 from dialogrl.run import make_run_dir, make_run_id
 
 PROFILES = ("smoke", "cpu", "gpu")
@@ -151,6 +153,11 @@ def flatten(obj, prefix: str = "") -> dict:
     return out
 
 
+def _has_claims_block(stem: str, papers_dir: Path) -> bool:
+    path = Path(papers_dir) / f"{stem}.md"
+    return path.exists() and CLAIMS_START in path.read_text()
+
+
 def run_notebook(nb_path: Path, run_dir: Path, parameters: dict, progress: bool = True) -> tuple[bool, float, str]:
     """Execute one notebook with papermill into run_dir/<stem>.ipynb. Returns (ok, seconds, error text)."""
     import papermill
@@ -202,6 +209,10 @@ def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: 
             lines += ["```", r.error.strip()[-2000:], "```"]
             continue
         summary = json.loads((r.run_dir / "summary.json").read_text()) if r.run_dir else {}
+        if summary.get("manipulation"):
+            lines += ["Manipulation checks:", "", manipulation_table(summary), ""]
+        if any("verdict" in c for c in summary.get("claims", {}).values()):
+            lines += ["Claims (verdicts computed by `dialogrl.claims.verdict`):", "", claims_table(summary), ""]
         ours = flatten(summary)
         paper = paper_numbers(r.stem, papers_dir)
         lines += ["| metric | paper | ours | ours 95% CI |", "|---|---|---|---|"]
@@ -244,6 +255,11 @@ def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir
         if ok and profile == "cpu" and refresh_figures(nb.stem, run_dir, papers_dir,
                                                        command=f"python -m dialogrl reproduce --only {nb.stem}"):
             tqdm.write(f"{nb.stem}: key figures copied to {papers_dir}/figures/{nb.stem}/")
+        if ok and profile == "cpu" and _has_claims_block(nb.stem, papers_dir):
+            refresh_claims(nb.stem, run_dir, papers_dir, command=f"python -m dialogrl reproduce --only {nb.stem}")
+            if (readme := papers_dir.resolve().parent / "README.md").exists():
+                write_glance(readme, papers_dir)
+            tqdm.write(f"{nb.stem}: claims table of {papers_dir}/{nb.stem}.md rewritten from this run")
         if error:
             tqdm.write(error.strip().splitlines()[-1] if error.strip() else error)
     # notebooks not run now still appear with their latest earlier run

@@ -1,0 +1,301 @@
+"""How a claim is judged: the manipulation check and the four verdicts (DESIGN.md, "Experimental protocol").
+
+    check = manipulation_check(trained, base, "reward", ceiling=1.0)    # did the method move its own objective?
+    claim = judge(paired_clustered(a, b, "success"), paper_effect=0.09, mde=0.05, checks={"vs": check, ...})
+    claim["verdict"]                                                    # holds | refuted | not tested | not resolved
+
+A method must move before it can be judged. Its **manipulation check** is its gain over the untrained base on its own
+training objective (the reward it was trained on, against the counterpart it was trained against, on evaluation
+scenarios), paired by scenario and seed, with the t-interval over training seeds. It passes when the interval lies
+above zero and the gain is at least `ROOM_SHARE` (a quarter) of the room the base leaves below the objective's
+ceiling. The threshold is fixed here, before any method is compared, and the same for every notebook.
+
+The four verdicts, computed from numbers only (nobody types one):
+
+    holds         the interval excludes zero in the paper's direction;
+    not tested    otherwise, when a method of the claim failed its manipulation check: a method that did not change
+                  the policy cannot refute a paper about what that method does;
+    refuted       every method passed its check, the design's MDE is at most the paper's effect, and the interval
+                  excludes that effect;
+    not resolved  otherwise (a check not measured, an interval too wide, or a design that could not detect the
+                  paper's effect).
+
+A paper's "up to X" is a maximum over several settings: the paper claims some effect in (0, X] in each, so it is
+refuted only by an interval that excludes every positive effect (at or below zero), and the MDE is compared with X.
+A claim without a paper effect (the paper reports none on that metric) can hold; it cannot be refuted.
+
+`claims_table` renders a summary's claims as the markdown table that papers/<stem>.md and results/REPORT.md show;
+`write_claims_block` rewrites it between the CLAIMS markers of a paper file (`python -m dialogrl claims <stem>`).
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+VERDICTS = ("holds", "refuted", "not tested", "not resolved")
+EFFECT_KINDS = ("point", "up to")
+ROOM_SHARE = 0.25  # a method passes its manipulation check with a gain of at least this share of the base's room
+
+
+def manipulation_check(trained: pd.DataFrame, base: pd.DataFrame, metric: str, ceiling: float,
+                       keys: Sequence[str] = ("counterpart", "seat", "scenario"), cluster: str = "seed",
+                       share: float = ROOM_SHARE) -> dict:
+    """Did a trained method move its own training objective? Its gain over the base, with a t-interval over seeds.
+
+    trained: the method's evaluation games against its own training counterpart(s) (rows of `evaluate.game_rows`,
+        with a `seed` column); base: the untrained base's games against the same counterpart(s), same scenarios.
+    metric: the training objective's column (e.g. "reward"), higher is better; ceiling: its largest possible value.
+    keys: what pairs a trained game with a base game (with the seed). The `counterpart` column may name the
+        counterpart differently on the two sides (a method's own training partner vs the base's); pass keys
+        without it then and make sure each side holds one game per key.
+    Returns {"metric", "gain", "ci", "base", "ceiling", "room", "share", "threshold", "passed", "seeds", "games"}:
+    passed iff the interval's lower end is above zero and the gain is at least share x room.
+    """
+    from dialogrl.evaluate import paired_clustered
+
+    if len(trained) == 0 or len(base) == 0:
+        raise ValueError(f"manipulation check on {metric!r}: no games ({len(trained)} trained, {len(base)} base)")
+    d = paired_clustered(trained, base, metric, keys=keys, cluster=cluster)
+    base_mean = float(base[metric].mean())
+    return check_record(metric, d["diff"], d["ci"], base_mean, ceiling, share, seeds=d["seeds"], games=d["games"])
+
+
+def check_record(metric: str, gain: float | None, ci: Sequence[float] | None, base: float | None, ceiling: float,
+                 share: float = ROOM_SHARE, **extra) -> dict:
+    """A manipulation check's record from its numbers (`manipulation_check` measures them; the numbers a paper file
+    recorded are re-judged with this). Without an interval (ci None) a check cannot pass: it fails when the gain is
+    below the threshold (no interval can change that) and is None (not measured) otherwise. Without the base's level
+    (base None) the threshold is unknown: the check fails only on a gain of zero or less. gain None: not measured."""
+    room = None if base is None else float(ceiling) - float(base)
+    threshold = None if room is None else max(0.0, share * room)
+    if gain is None:
+        passed = None
+    elif ci is not None and ci[0] <= 0:
+        passed = False
+    elif gain < (threshold if threshold is not None else 0.0) or gain <= 0:
+        passed = False
+    elif ci is None or threshold is None:
+        passed = None
+    else:
+        passed = True
+    return {"metric": metric, "gain": None if gain is None else float(gain),
+            "ci": None if ci is None else [float(ci[0]), float(ci[1])], "base": None if base is None else float(base),
+            "ceiling": float(ceiling), "room": room, "share": share, "threshold": threshold, "passed": passed, **extra}
+
+
+def verdict(diff: float, ci: Sequence[float], paper_effect: float | None = None, mde: float | None = None,
+            checks: Mapping[str, dict | bool | None] | None = None, effect_kind: str = "point",
+            direction: int | None = None) -> str:
+    """The claim's verdict (one of VERDICTS) from its paired difference and interval, the paper's effect on the same
+    scale (None: the paper gives none), the design's MDE, and the manipulation checks of the claim's trained methods
+    ({method: check record, or its `passed`}; the untrained base needs none).
+
+    direction: +1 when the paper says the difference is positive, -1 negative; default the sign of paper_effect,
+    or +1 without one (claims are named `a_minus_b` for "a beats b").
+    """
+    if effect_kind not in EFFECT_KINDS:
+        raise ValueError(f"effect_kind={effect_kind!r}: choose one of {', '.join(EFFECT_KINDS)}")
+    lo, hi = float(ci[0]), float(ci[1])
+    if any(math.isnan(x) for x in (diff, lo, hi)):
+        return "not resolved"
+    if direction is None:
+        direction = -1 if paper_effect is not None and paper_effect < 0 else 1
+    if (lo > 0) if direction > 0 else (hi < 0):
+        return "holds"
+    passed = [c.get("passed") if isinstance(c, Mapping) else c for c in (checks or {}).values()]
+    if any(p is False for p in passed):
+        return "not tested"
+    if any(p is not True for p in passed):
+        return "not resolved"   # a check not measured: the method may not have moved
+    if paper_effect is None or mde is None or not math.isfinite(mde) or mde > abs(paper_effect):
+        return "not resolved"
+    if effect_kind == "up to":   # the paper claims some effect in (0, X]: refuted when none of them is in the CI
+        excluded = hi <= 0 if direction > 0 else lo >= 0
+    else:
+        excluded = hi < paper_effect if direction > 0 else lo > paper_effect
+    return "refuted" if excluded else "not resolved"
+
+
+def judge(claim: dict, paper_effect: float | None = None, mde: float | None = None,
+          checks: Mapping[str, dict | None] | None = None, effect_kind: str = "point", **fields) -> dict:
+    """A claim record (`evaluate.paired_clustered`'s dict: diff, ci, ...) with its verdict and what it rests on:
+    paper_effect, effect_kind, mde, and per trained method whether its manipulation check passed (`checks`).
+    The old boolean `holds` goes: `verdict` says it in the four words."""
+    out = {k: v for k, v in claim.items() if k != "holds"}
+    out.update(paper_effect=None if paper_effect is None else float(paper_effect), effect_kind=effect_kind,
+               mde=None if mde is None or not math.isfinite(mde) else float(mde),
+               checks={m: (c.get("passed") if isinstance(c, Mapping) else c) for m, c in (checks or {}).items()},
+               **fields)
+    out["verdict"] = verdict(claim["diff"], claim["ci"], paper_effect, mde, checks, effect_kind)
+    return out
+
+
+def rejudge(summary: dict) -> dict[str, str]:
+    """Every claim's verdict recomputed from the numbers the summary holds ({claim: verdict}): what the tests compare
+    with the verdicts a paper file shows."""
+    return {name: verdict(c["diff"], c["ci"], c.get("paper_effect"), c.get("mde"), c.get("checks"),
+                          c.get("effect_kind", "point"))
+            for name, c in summary.get("claims", {}).items() if "verdict" in c}
+
+
+# ------------------------------------------------------------------------------------------------- tables
+
+def _num(x, scale: float = 1.0, signed: bool = True) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return f"{x * scale:+.3g}" if signed else f"{x * scale:.3g}"
+
+
+def claims_table(summary: dict) -> str:
+    """The claims of a summary as a markdown table: claim (its summary key), ours [95% CI], MDE, the paper's effect,
+    whether each of its trained methods passed its manipulation check, verdict."""
+    rows = ["| claim | ours [95% CI] | MDE | paper's effect | methods moved? | verdict |",
+            "|---|---|---|---|---|---|"]
+    for name, c in summary.get("claims", {}).items():
+        if "verdict" not in c:
+            continue
+        effect = c.get("paper_effect")
+        effect_txt = "—" if effect is None else ("up to " if c.get("effect_kind") == "up to" else "") + _num(effect)
+        checks = c.get("checks") or {}
+        moved = ", ".join(f"{m} {'yes' if p else 'no' if p is False else 'not measured'}"
+                          for m, p in checks.items()) or "—"
+        rows.append(f"| `{name}` | {_num(c['diff'])} [{_num(c['ci'][0])}, {_num(c['ci'][1])}] "
+                    f"| {_num(c.get('mde'), signed=False)} | {effect_txt} | {moved} | **{c['verdict']}** |")
+    return "\n".join(rows)
+
+
+def manipulation_table(summary: dict) -> str:
+    """The manipulation checks of a summary (`manipulation`: {method: check} or {task: {method: check}}) as a
+    markdown table: method, objective, base, gain [95% CI], threshold, passed."""
+    rows = ["| method | objective | base | gain [95% CI] | threshold (share of room) | passed |",
+            "|---|---|---|---|---|---|"]
+    for name, check in _checks(summary.get("manipulation", {})):
+        ci = check.get("ci")
+        gain = _num(check["gain"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else
+                                      " (no interval)" if check["gain"] is not None else "")
+        passed = {True: "yes", False: "**no**", None: "not measured"}[check.get("passed")]
+        threshold = "—" if check["threshold"] is None else (
+            f"{_num(check['threshold'], signed=False)} ({check['share']:.2g} x {_num(check['room'], signed=False)})")
+        note = f"; {check['note']}" if check.get("note") else ""
+        rows.append(f"| {name} | {check['metric']} (ceiling {_num(check['ceiling'], signed=False)}{note}) "
+                    f"| {_num(check['base'], signed=False)} | {gain} | {threshold} | {passed} |")
+    return "\n".join(rows)
+
+
+def _checks(tree: dict, prefix: str = ""):
+    for k, v in tree.items():
+        if isinstance(v, Mapping) and "passed" in v:
+            yield prefix + k, v
+        elif isinstance(v, Mapping):
+            yield from _checks(v, f"{prefix}{k}.")
+
+
+CLAIMS_START, CLAIMS_END = "<!-- claims: written by python -m dialogrl claims -->", "<!-- /claims -->"
+
+
+def claims_excerpt(summary: dict, run: str, source: str) -> dict:
+    """What a paper file cites of a run: its claims and manipulation checks, with the run's name and source (the
+    command, or the paper file's recorded numbers). Stored as papers/claims/<stem>.json."""
+    return {"run": run, "source": source, "claims": summary.get("claims", {}),
+            "manipulation": summary.get("manipulation", {})}
+
+
+def write_claims_block(paper: str | Path, excerpt: dict) -> str:
+    """Rewrite the block between CLAIMS_START and CLAIMS_END of a paper file from an excerpt (`claims_excerpt`):
+    which run, the manipulation checks, then the claims with their verdicts. Returns the new block."""
+    path = Path(paper)
+    text = path.read_text()
+    start, end = text.find(CLAIMS_START), text.find(CLAIMS_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path}: no {CLAIMS_START} ... {CLAIMS_END} block for the claims table")
+    block = "\n".join([CLAIMS_START, f"Run `{excerpt['run']}` ({excerpt['source']}); verdicts computed by "
+                       "`dialogrl.claims.verdict` from these numbers (papers/README.md: how a claim is judged).", "",
+                       "Manipulation checks (each trained method against its own training counterpart, on its "
+                       "training objective):", "", manipulation_table(excerpt), "", claims_table(excerpt), ""])
+    path.write_text(text[:start] + block + text[end:])
+    return block
+
+
+def verdicts_in_block(paper: str | Path) -> dict[str, str]:
+    """{claim: verdict} as the claims block of a paper file shows them (the rows whose first cell is a `key`)."""
+    text = Path(paper).read_text()
+    start, end = text.find(CLAIMS_START), text.find(CLAIMS_END)
+    out = {}
+    for line in text[start:end].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and cells[0].startswith("`") and cells[5].startswith("**"):
+            out[cells[0].strip("`")] = cells[5].strip("*")
+    return out
+
+
+def load_excerpt(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def excerpt_path(stem: str, papers_dir: str | Path = "papers") -> Path:
+    return Path(papers_dir) / "claims" / f"{stem}.json"
+
+
+def refresh_claims(stem: str, run_dir: str | Path | None = None, papers_dir: str | Path = "papers",
+                   command: str | None = None) -> Path:
+    """Rewrite the claims block of papers/<stem>.md: from a run's summary.json (the excerpt it cites is stored as
+    papers/claims/<stem>.json first), or, without a run, from the stored excerpt. Every verdict is recomputed from
+    the numbers (`rejudge`) before it is written. Returns the paper file."""
+    path = excerpt_path(stem, papers_dir)
+    if run_dir is not None:
+        run_dir = Path(run_dir)
+        summary = json.loads((run_dir / "summary.json").read_text())
+        profile = json.loads((run_dir / "config.json").read_text()).get("profile", "?")
+        env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").exists() else {}
+        commit = env.get("git_commit", "")[:7] or "commit not recorded"
+        source = f"`{command or f'python -m dialogrl reproduce --only {stem}'}`, profile `{profile}`, {commit}"
+        excerpt = claims_excerpt(summary, run_dir.name, source)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(excerpt, indent=1) + "\n")
+    if not path.exists():
+        raise ValueError(f"no {path}: give a run folder (python -m dialogrl claims {stem} --run <folder>)")
+    excerpt = load_excerpt(path)
+    stale = {k: v for k, v in rejudge(excerpt).items() if excerpt["claims"][k]["verdict"] != v}
+    if stale:
+        raise ValueError(f"{path}: verdicts {sorted(stale)} differ from what dialogrl.claims.verdict computes from "
+                         "their numbers; re-run the notebook (or fix the excerpt's numbers), never the verdict")
+    write_claims_block(Path(papers_dir) / f"{stem}.md", excerpt)
+    return Path(papers_dir) / f"{stem}.md"
+
+
+def verdict_counts(excerpt: dict) -> dict[str, int]:
+    """How many of an excerpt's claims have each verdict (every one of VERDICTS, zeros included)."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for c in excerpt.get("claims", {}).values():
+        if "verdict" in c:
+            counts[c["verdict"]] += 1
+    return counts
+
+
+GLANCE_START, GLANCE_END = "<!-- verdicts: written by python -m dialogrl claims -->", "<!-- /verdicts -->"
+
+
+def glance_table(papers_dir: str | Path = "papers") -> str:
+    """Each paper's verdicts at a glance (README): how many of its claims hold, are refuted, not tested, not resolved,
+    from papers/claims/<stem>.json, with the run they come from."""
+    rows = ["| paper | " + " | ".join(VERDICTS) + " | run |", "|---|" + "---:|" * len(VERDICTS) + "---|"]
+    for path in sorted((Path(papers_dir) / "claims").glob("*.json")):
+        excerpt = load_excerpt(path)
+        counts = verdict_counts(excerpt)
+        rows.append(f"| [{path.stem}](papers/{path.stem}.md) | " + " | ".join(str(counts[v]) for v in VERDICTS)
+                    + f" | `{excerpt['run']}` |")
+    return "\n".join(rows)
+
+
+def write_glance(readme: str | Path = "README.md", papers_dir: str | Path = "papers") -> None:
+    """Rewrite the verdict table between GLANCE_START and GLANCE_END of the README."""
+    path = Path(readme)
+    text = path.read_text()
+    start, end = text.find(GLANCE_START), text.find(GLANCE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"{path}: no {GLANCE_START} ... {GLANCE_END} block for the verdicts")
+    path.write_text(text[:start] + f"{GLANCE_START}\n{glance_table(papers_dir)}\n" + text[end:])

@@ -1,0 +1,180 @@
+"""How a claim is judged (dialogrl.claims): the manipulation check, the four verdicts against hand-worked cases, and
+the papers' claims tables, which must be what the code computes from the numbers they cite."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from dialogrl.claims import (
+    CLAIMS_END,
+    CLAIMS_START,
+    VERDICTS,
+    check_record,
+    claims_excerpt,
+    excerpt_path,
+    judge,
+    load_excerpt,
+    manipulation_check,
+    refresh_claims,
+    rejudge,
+    verdict,
+    verdict_counts,
+    verdicts_in_block,
+    write_claims_block,
+)
+
+PASS, FAIL = {"passed": True}, {"passed": False}
+
+
+# ------------------------------------------------------------------------------------------------ verdicts
+
+@pytest.mark.parametrize("diff, ci, effect, mde, checks, kind, expected", [
+    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": PASS}, "point", "holds"),        # above zero in the paper's direction
+    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": FAIL}, "point", "holds"),        # an effect shown needs no check
+    (-0.10, (-0.18, -0.02), -0.05, 0.04, {}, "point", "holds"),             # the paper says negative
+    (-0.10, (-0.18, -0.02), 0.09, 0.05, {"m": PASS}, "point", "refuted"),   # the wrong sign, decisively
+    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": PASS, "b": PASS}, "point", "refuted"),
+    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": PASS, "b": FAIL}, "point", "not tested"),
+    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": {"passed": None}}, "point", "not resolved"),  # check not measured
+    (0.00, (-0.03, 0.03), 0.09, 0.12, {"m": PASS}, "point", "not resolved"),  # MDE above the paper's effect
+    (0.05, (-0.01, 0.11), 0.09, 0.05, {"m": PASS}, "point", "not resolved"),  # the CI holds the paper's effect
+    (0.00, (-0.03, 0.03), None, 0.05, {"m": PASS}, "point", "not resolved"),  # no paper effect: nothing to refute
+    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": PASS}, "up to", "not resolved"),  # "up to 9": (0, 0.03] not excluded
+    (-0.05, (-0.09, -0.01), 0.09, 0.05, {"m": PASS}, "up to", "refuted"),     # every positive effect excluded
+    (0.00, (-0.03, float("nan")), 0.09, 0.05, {"m": PASS}, "point", "not resolved"),
+])
+def test_verdict_cases(diff, ci, effect, mde, checks, kind, expected):
+    assert verdict(diff, ci, effect, mde, checks, kind) == expected
+    assert expected in VERDICTS
+
+
+def test_verdict_rejects_unknown_effect_kind():
+    with pytest.raises(ValueError, match="effect_kind"):
+        verdict(0.0, (-1, 1), 0.1, 0.1, {}, "at least")
+
+
+def test_judge_replaces_holds_with_a_verdict():
+    claim = {"diff": 0.0, "ci": [-0.03, 0.03], "holds": False, "seeds": 5, "games": 100}
+    out = judge(claim, paper_effect=0.14, mde=0.05, checks={"cotrain": check_record("reward", 0.01, (-0.02, 0.04),
+                                                                                     0.6, 1.0)},
+                effect_kind="up to")
+    assert "holds" not in out and out["checks"] == {"cotrain": False} and out["verdict"] == "not tested"
+    assert out["seeds"] == 5 and out["effect_kind"] == "up to" and out["mde"] == 0.05
+
+
+# ------------------------------------------------------------------------------------- manipulation check
+
+def test_check_record_threshold_is_a_quarter_of_the_room():
+    # base 0.6 of a ceiling 1.0: room 0.4, threshold 0.1
+    assert check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)["passed"] is True
+    assert check_record("r", 0.08, (0.05, 0.11), 0.6, 1.0)["passed"] is False       # significant, too small
+    assert check_record("r", 0.12, (-0.01, 0.25), 0.6, 1.0)["passed"] is False      # large, not significant
+    rec = check_record("r", 0.02, None, 0.6, 1.0)                                     # no interval, far below
+    assert rec["passed"] is False and rec["threshold"] == pytest.approx(0.1) and rec["room"] == pytest.approx(0.4)
+    assert check_record("r", 0.2, None, 0.6, 1.0)["passed"] is None                  # no interval: unknown
+
+
+def _games(method_shift: float, seeds: int = 4, scenarios: int = 30, seed: int = 0) -> tuple[pd.DataFrame, ...]:
+    rng = np.random.default_rng(seed)
+    rows_t, rows_b = [], []
+    for k in range(seeds):
+        skill = rng.normal(0, 0.02)
+        for s in range(scenarios):
+            noise = rng.normal(0, 0.1)
+            base = 0.5 + noise
+            rows_b.append({"seed": k, "scenario": s, "seat": "A", "counterpart": "train", "reward": base})
+            rows_t.append({"seed": k, "scenario": s, "seat": "A", "counterpart": "train",
+                           "reward": base + method_shift + skill + rng.normal(0, 0.05)})
+    return pd.DataFrame(rows_t), pd.DataFrame(rows_b)
+
+
+def test_manipulation_check_pairs_by_scenario_and_seed():
+    trained, base = _games(0.2)
+    check = manipulation_check(trained, base, "reward", ceiling=1.0)
+    assert check["passed"] is True and check["seeds"] == 4 and check["games"] == 120
+    assert check["gain"] == pytest.approx(0.2, abs=0.05) and check["ci"][0] > 0
+    assert check["base"] == pytest.approx(base["reward"].mean())
+    still, base = _games(0.0)
+    assert manipulation_check(still, base, "reward", ceiling=1.0)["passed"] is False
+
+
+def test_manipulation_check_needs_games():
+    trained, base = _games(0.1)
+    with pytest.raises(ValueError, match="no games"):
+        manipulation_check(trained.iloc[:0], base, "reward", ceiling=1.0)
+
+
+# ----------------------------------------------------------------------------------------- claims blocks
+
+def _summary():
+    check_ok = check_record("reward", 0.3, (0.2, 0.4), 0.2, 1.0, seeds=5)
+    check_no = check_record("reward", 0.0, (-0.1, 0.1), 0.2, 1.0, seeds=5)
+    claims = {"success.a_minus_base": judge({"diff": 0.1, "ci": [0.05, 0.15]}, 0.09, 0.05, {"a": check_ok}),
+              "success.b_minus_a": judge({"diff": 0.0, "ci": [-0.02, 0.02]}, 0.14, 0.05, {"a": check_ok, "b": check_no},
+                                         effect_kind="up to")}
+    return {"claims": claims, "manipulation": {"a": check_ok, "b": check_no}}
+
+
+def test_claims_block_round_trip(tmp_path):
+    paper = tmp_path / "x.md"
+    paper.write_text(f"# x\n\n{CLAIMS_START}\nold table\n{CLAIMS_END}\n\nafter\n")
+    block = write_claims_block(paper, claims_excerpt(_summary(), "run-1", "a test"))
+    text = paper.read_text()
+    assert "old table" not in text and text.endswith(f"{CLAIMS_END}\n\nafter\n") and "run-1" in block
+    assert verdicts_in_block(paper) == {"success.a_minus_base": "holds", "success.b_minus_a": "not tested"}
+    assert "up to +0.14" in block and "| a | reward" in block
+
+
+def test_refresh_claims_from_a_run_and_refuses_a_typed_verdict(tmp_path):
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    (papers / "x.md").write_text(f"{CLAIMS_START}\n{CLAIMS_END}\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    summary = _summary()
+    (run / "summary.json").write_text(__import__("json").dumps(summary))
+    (run / "config.json").write_text('{"profile": "cpu"}')
+    refresh_claims("x", run, papers)
+    excerpt = load_excerpt(excerpt_path("x", papers))
+    assert excerpt["run"] == "run" and rejudge(excerpt) == verdicts_in_block(papers / "x.md")
+    excerpt["claims"]["success.b_minus_a"]["verdict"] = "refuted"      # typed, not computed
+    excerpt_path("x", papers).write_text(__import__("json").dumps(excerpt))
+    with pytest.raises(ValueError, match="differ from what"):
+        refresh_claims("x", None, papers)
+
+
+# ---------------------------------------------------------------------------- the repository's paper files
+
+STEMS = sorted(p.stem for p in (REPO / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_papers_verdicts_are_the_codes(stem, tmp_path):
+    """Every paper file shows a claims block generated from the excerpt of the run it cites (papers/claims/), and
+    every verdict there is what dialogrl.claims.verdict computes from the excerpt's numbers: nobody types one."""
+    paper, excerpt_file = REPO / "papers" / f"{stem}.md", excerpt_path(stem, REPO / "papers")
+    assert excerpt_file.exists(), f"{excerpt_file} missing: python -m dialogrl claims {stem} --run <run folder>"
+    excerpt = load_excerpt(excerpt_file)
+    computed = rejudge(excerpt)
+    assert computed, f"{excerpt_file} holds no judged claim"
+    assert computed == {k: c["verdict"] for k, c in excerpt["claims"].items()}
+    assert verdicts_in_block(paper) == computed, f"{paper}'s claims table differs from its excerpt's verdicts"
+    copy = tmp_path / paper.name   # the block is exactly what the generator writes (no hand edits inside it)
+    shutil.copyfile(paper, copy)
+    write_claims_block(copy, excerpt)
+    assert copy.read_text() == paper.read_text(), f"{paper}: edit the excerpt and run python -m dialogrl claims {stem}"
+
+
+def test_readme_verdicts_at_a_glance_match_the_excerpts():
+    from dialogrl.claims import glance_table
+
+    readme = (REPO / "README.md").read_text()
+    assert glance_table(REPO / "papers") in readme, "README's verdict table is stale: python -m dialogrl claims --all"
+
+
+def test_verdict_counts():
+    assert verdict_counts(_summary()) == {"holds": 1, "refuted": 0, "not tested": 1, "not resolved": 0}
