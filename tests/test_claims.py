@@ -178,3 +178,25 @@ def test_readme_verdicts_at_a_glance_match_the_excerpts():
 
 def test_verdict_counts():
     assert verdict_counts(_summary()) == {"holds": 1, "refuted": 0, "not tested": 1, "not resolved": 0}
+
+
+def test_every_game_states_its_reward_ceiling():
+    """The manipulation check's ceiling per game and role, against games that reach it."""
+    from dialogrl.envs import make_task
+
+    assert make_task("dealnodeal").max_reward("A") == 10.0
+    tele = make_task("telesales")
+    assert tele.max_reward("seller") == 1.5 and tele.max_reward("buyer") == 2.0
+    assert make_task("persuasion").max_reward("persuader") == 1.0
+    assert make_task("social").max_reward("agent") == pytest.approx(1.0 + make_task("social").relationship_weight * 5)
+
+
+def test_panel_parts_split_by_rule_family():
+    from dialogrl.claims import claim_base, panel_parts
+
+    games = pd.DataFrame({"counterpart": ["a", "b", "c"], "family": ["same rule family", "other family",
+                                                                     "same rule family"]})
+    parts = dict(panel_parts(games))
+    assert list(parts) == ["", "@same", "@other"] and list(parts["@other"]["counterpart"]) == ["b"]
+    assert [k for k, _ in panel_parts(games[games["family"] == "same rule family"])] == [""]
+    assert claim_base("goal.socialrl_minus_base@other") == "goal.socialrl_minus_base"

@@ -133,6 +133,36 @@ def test_sample_categorical_draws_from_the_rows_distribution():
         assert (freq[probs[r] == 0] == 0).all()
 
 
+def test_rows_with_their_own_stream_sample_the_same_in_any_batch(toy):
+    """A row with its own random.Random (a game's token stream) draws its tokens from it alone, in both engines: the
+    same completion alone or among other rows, and torch's global generator is never touched; sample_categorical's
+    per-row draws follow each row's distribution."""
+    import random
+
+    from dialogrl.fastdecode import sample_turns
+    from dialogrl.sampling import sample_categorical
+
+    model, tok = toy
+    args = (model, SEQS, tok.pad_token_id, [tok.eos_token_id], 12, lambda x: x.float().log_softmax(-1))
+    for lean in (True, False):
+        torch.manual_seed(0)
+        before = torch.get_rng_state()
+        together, _, _ = sample_turns(*args, lean=lean, rngs=[random.Random(k) for k in range(3)])
+        assert torch.equal(torch.get_rng_state(), before)
+        alone = [sample_turns(model, [s], *args[2:], lean=lean, rngs=[random.Random(k)])[0][0]
+                 for k, s in enumerate(SEQS)]
+        assert together == alone
+    probs = torch.tensor([[0.2, 0.0, 0.5, 0.3, 0.0], [1.0, 1.0, 1.0, 1.0, 0.0]])
+    n = 20000
+    rngs = [random.Random(k) for k in range(2 * n)]
+    draws = sample_categorical(probs.repeat(n, 1), rngs).view(n, 2)
+    for r in range(2):
+        freq = torch.bincount(draws[:, r], minlength=5).float() / n
+        assert torch.allclose(freq, probs[r] / probs[r].sum(), atol=0.015) and (freq[probs[r] == 0] == 0).all()
+    mixed = sample_categorical(probs, [random.Random(0), None])   # a row without a stream: the global generator
+    assert mixed.shape == (2,) and mixed[0] == sample_categorical(probs[:1], [random.Random(0)])[0]
+
+
 @pytest.mark.gpu
 def test_bf16_on_cuda_keeps_the_hf_path_and_lean_runs_when_asked(toy_model_dir):
     if not torch.cuda.is_available():

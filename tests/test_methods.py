@@ -75,9 +75,10 @@ def test_calibrated_rl_roles():
 def test_scope_roles():
     from dialogrl.rl.methods import SCOPE_METHODS, scope_roles
 
-    sims = {"single": ScriptedAgent("fair"), "vs": ScriptedAgent("greedy"), "ensemble": ScriptedAgent("stubborn")}
-    assert SCOPE_METHODS == ("single", "vs", "ensemble", "cotrain", "population")
-    for method in ("single", "vs", "ensemble"):
+    sims = {"single": ScriptedAgent("fair"), "single_hot": ScriptedAgent("boulware"), "vs": ScriptedAgent("greedy"),
+            "ensemble": ScriptedAgent("stubborn")}
+    assert SCOPE_METHODS == ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
+    for method in ("single", "single_hot", "vs", "ensemble"):
         roles = scope_roles(method, sims, lr=1e-3)
         assert roles["persuader"] == RoleSpec(adapter="policy", trainable=True, lr=1e-3)
         assert roles["persuadee"].agent is sims[method] and not roles["persuadee"].trainable

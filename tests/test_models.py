@@ -105,6 +105,34 @@ def test_bf16_flag(toy_model_dir):
     assert next(model.parameters()).dtype == torch.bfloat16
 
 
+def test_bf16_falls_back_to_fp16_with_a_warning_on_a_gpu_without_it(monkeypatch, toy_model_dir):
+    """Colab's T4: CUDA is there, bfloat16 is not. One function decides, for the weights and the trainer's autocast."""
+    import warnings
+
+    from dialogrl import models
+    from dialogrl.models import resolve_precision
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    # a T4 as torch 2.x answers for it: bf16 "supported" when emulation counts (the default), not natively
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
+    with pytest.warns(UserWarning, match="no bfloat16.*fp16"):
+        assert resolve_precision("bf16", "cuda") == "fp16"
+    with pytest.warns(UserWarning, match="no bfloat16"):
+        assert resolve_precision("bf16", torch.device("cuda", 0)) == "fp16"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [resolve_precision(p, "cuda") for p in ("no", "fp16")] == ["no", "fp16"]
+        assert resolve_precision("bf16", "cpu") == "bf16"                     # CPUs compute in bf16
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+        assert resolve_precision("bf16", "cuda") == "bf16"                    # an A100, an H100
+    with pytest.raises(ValueError, match="precision='fp8'"):
+        resolve_precision("fp8", "cuda")
+    # load_model asks it: what it answers is the weights' dtype
+    monkeypatch.setattr(models, "resolve_precision", lambda precision, device: "fp16" if precision == "bf16" else "no")
+    model, _ = load_model(str(toy_model_dir), bf16=True, device="cpu")
+    assert next(model.parameters()).dtype == torch.float16
+
+
 def test_adapter_init_depends_on_its_name_not_on_the_rng_state(toy_model_dir):
     torch.manual_seed(1)
     m1, _ = load_model(str(toy_model_dir), adapters=["seller", "buyer"], device="cpu")

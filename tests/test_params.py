@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from dialogrl.params import (
@@ -80,3 +82,34 @@ def test_resolve_profile_auto(tmp_path):
     (tmp_path / "nb" / "gpu.yaml").write_text("profile: gpu\nlearning_rate: 1.0e-4\n")
     with pytest.raises(ParameterError, match="learning_rate"):
         resolve_profile({"profile": "auto", "lr": 1e-3}, "nb", cuda=True, params_dir=tmp_path)
+
+
+def test_a_judge_model_that_is_also_a_heldout_partner_is_refused(tmp_path):
+    from dialogrl.params import check_judge_independent, model_identity
+
+    check_judge_independent(None, ["Qwen/Qwen2.5-1.5B-Instruct"])                        # no LLM judge
+    check_judge_independent("Qwen/Qwen2.5-1.5B-Instruct", ["Qwen/Qwen2.5-0.5B-Instruct", "tiny-social-alt"])
+    with pytest.raises(ParameterError, match=r"heldout_models\[1\] = 'qwen/Qwen2.5-1.5B-instruct'") as err:
+        check_judge_independent("Qwen/Qwen2.5-1.5B-Instruct", ["tiny-social-alt", "qwen/Qwen2.5-1.5B-instruct"])
+    assert isinstance(err.value, ValueError) and err.value.name == "judge_model"
+    # a local folder is compared by its resolved path, a hub cache snapshot by its hub id
+    folder = tmp_path / "judge"
+    folder.mkdir()
+    with pytest.raises(ParameterError):
+        check_judge_independent(str(folder), [str(tmp_path / "." / "judge")])
+    snapshot = tmp_path / "hub" / "models--Qwen--Qwen2.5-1.5B-Instruct" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    assert model_identity(str(snapshot)) == "qwen/qwen2.5-1.5b-instruct"
+    with pytest.raises(ParameterError, match="held-out partner"):
+        check_judge_independent(str(snapshot), ["Qwen/Qwen2.5-1.5B-Instruct"])
+
+
+@pytest.mark.parametrize("profile", sorted(Path(__file__).parents[1].glob("params/*/gpu.yaml")),
+                         ids=lambda p: p.parent.name)
+def test_gpu_profiles_judge_with_a_model_no_heldout_partner_plays(profile):
+    import yaml
+
+    from dialogrl.params import check_judge_independent
+
+    values = yaml.safe_load(profile.read_text()) or {}
+    check_judge_independent(values.get("judge_model"), values.get("heldout_models", []))

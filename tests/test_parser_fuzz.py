@@ -13,6 +13,7 @@ import pytest
 from dialogrl.envs.base import Agent
 from dialogrl.envs.dealnodeal import (
     ITEMS,
+    UNSEEN_PERSONAS,
     DealOrNoDeal,
     count_vectors,
     parse_offer,
@@ -311,7 +312,8 @@ def test_dond_offer_games_with_fuzz_in_every_seat(max_turns):
     ends = set()
     for agents in [{"A": FuzzAgent(1), "B": FuzzAgent(2)},
                    {"A": FuzzAgent(3), "B": persona_population(seed=4)},
-                   {"A": persona_population(seed=5), "B": FuzzAgent(6)}]:
+                   {"A": persona_population(seed=5), "B": FuzzAgent(6)},
+                   {"A": persona_population(list(UNSEEN_PERSONAS), seed=5), "B": FuzzAgent(6)}]:
         ends |= finished(task, play(task, agents, scenarios), cap=max_turns)
     assert ends <= {"accept", "no_deal", "turn_cap"} and "accept" in ends and "turn_cap" in ends
 
@@ -357,7 +359,8 @@ def test_persuasion_games_with_fuzz_in_every_seat(max_exchanges):
     for agents in [{"persuader": FuzzAgent(20), "persuadee": FuzzAgent(21)},
                    {"persuader": FuzzAgent(22), "persuadee": PersuasionAgent(None, seed=23)},
                    {"persuader": FuzzAgent(24), "persuadee": persuasion_population("persuadee", ["reluctant",
-                                                                                                 "contrarian"])},
+                                                                                                 "contrarian",
+                                                                                                 "attentive"])},
                    {"persuader": persuasion_population("persuader", seed=25), "persuadee": FuzzAgent(26)}]:
         ends |= finished(task, play(task, agents, scenarios), cap=2 * max_exchanges)
     assert ends == {"donate", "turn_cap"}
@@ -370,7 +373,7 @@ def test_social_games_with_fuzz_in_every_seat_and_the_judge_reads_them(max_excha
     ends, judge = set(), RuleJudge()
     for agents in [{"agent": FuzzAgent(30), "partner": FuzzAgent(31)},
                    {"agent": FuzzAgent(32), "partner": SocialAgent(None, seed=33)},
-                   {"agent": FuzzAgent(34), "partner": social_population("partner", ["proud", "easygoing"])},
+                   {"agent": FuzzAgent(34), "partner": social_population("partner", ["proud", "easygoing", "literal"])},
                    {"agent": social_population("agent", seed=35), "partner": FuzzAgent(36)}]:
         episodes = play(task, agents, scenarios)
         ends |= finished(task, episodes, cap=2 * max_exchanges + 1)

@@ -164,6 +164,41 @@ def test_persuadee_gives_more_the_more_it_is_moved():
     assert PersuasionAgent.wish(p, cold) == pytest.approx(HUMAN_FIT["intercept"] + p.base - 0.5)
 
 
+def test_attentive_persuadee_gives_to_a_persuader_who_listens():
+    """Another rule family: the attentive persuadee's wish to give reads whether the persuader takes up what it said
+    about itself, and no strategy. By hand, then in play: a persuader that echoes its words wins more donations
+    than the scripted persuaders, none of which listens."""
+    from dialogrl.envs.base import Agent
+
+    p = UNSEEN_PERSUADEES["attentive"]
+    mention = p.mentions[0][0]   # 'i work night shifts as a nurse.'
+    heard = play_texts(TASK, SC, ["hi there!", f"hi. {mention}", "a nurse? that must be hard work.", "it is."])
+    missed = play_texts(TASK, SC, ["hi there!", f"hi. {mention}", "imagine a child going to bed hungry tonight.",
+                                   "hmm."])
+    assert PersuasionAgent.attentive_wish(p, heard) == pytest.approx(p.base + SC.mood + p.uptake)
+    assert PersuasionAgent.attentive_wish(p, missed) == pytest.approx(p.base + SC.mood - p.ignored)
+    plain = play_texts(TASK, SC, ["hi there!", "hello."])
+    moving = play_texts(TASK, SC, ["imagine a child going to bed hungry tonight. i'll donate too.", "hello."])
+    assert PersuasionAgent.attentive_wish(p, plain) == PersuasionAgent.attentive_wish(p, moving)  # strategies: none
+
+    class Echo(Agent):   # says the persuadee's last line back to it; asks from its third turn
+        def act(self, requests):
+            out = []
+            for r in requests:
+                talk = r.state.talk_turns()
+                out.append((talk[-1].text if talk else "hi!") + (" would you donate?" if len(talk) >= 4 else ""))
+            return out
+
+    scenarios = TASK.sample_scenarios(200, seed=2)
+    echo = TASK.metrics([e.state for e in play(TASK, {"persuader": Echo(),
+                                                      "persuadee": PersuasionAgent("attentive", 1)}, scenarios)])
+    for name in PERSUADER_PERSONAS:
+        m = TASK.metrics([e.state for e in play(TASK, {"persuader": PersuasionAgent(name),
+                                                       "persuadee": PersuasionAgent("attentive", 1)}, scenarios)])
+        assert m["invalid_rate"] == 0 and m["donate_rate"] == 1.0
+        assert echo["success"] > m["success"] + 0.2, (name, echo["success"], m["success"])
+
+
 def test_persona_likes_average_to_the_human_fit():
     for s in STRATEGIES:
         assert abs(sum(p.likes.get(s, 0.0) for p in PERSUADEE_PERSONAS.values())) < 1e-2, s

@@ -153,6 +153,34 @@ def test_llm_judge_uses_good_answers_and_counts_and_replaces_bad_ones():
     assert fallback and w == pytest.approx(MANUAL_SCHEDULE["mid"])
 
 
+def test_process_reward_counts_the_llm_judges_failures_and_fallbacks_per_step_and_per_run():
+    """An unparseable answer (judged by the rule judge) and unusable weights (the stage prior) are counted: per
+    step (step_metrics, then anew) and over the run (summary); judge_counts sums runs for summary.json."""
+    from dialogrl.rewards import judge_counts
+
+    state = play_texts(TASK, SC, ["hi! how are you?", "fine.", "could you lend me your car?", "no [REFUSE]",
+                                  "please?"])
+    answers = [_answer("early", 3), "sorry, I cannot judge that", _answer("mid", weights={"x": 1})]
+    pr = ProcessReward(LLMJudge(ScriptedJudgeLM(answers * 2), fallback=RuleJudge()), TASK)
+    pr(_episode(state), "agent")
+    records = pr.drain()
+    step = pr.step_metrics()
+    assert step["judge/turns"] == 3 and step["judge/failures"] == 1
+    assert step["judge/failure_rate"] == pytest.approx(1 / 3)
+    assert step["judge/weight_fallbacks"] == sum(r["fallback"] for r in records) >= 1   # the third proposal at least
+    assert step["judge/weight_fallback_rate"] == pytest.approx(step["judge/weight_fallbacks"] / 3)
+    empty = pr.step_metrics()                                                          # counting starts anew
+    assert empty["judge/turns"] == 0 and math.isnan(empty["judge/failure_rate"])
+    pr(_episode(state), "agent")
+    run = pr.summary()
+    assert (run["turns"], run["failures"], run["problems"]) == (6, 2, {"no JSON object": 2})
+    assert run["failure_rate"] == pytest.approx(1 / 3)
+    both = judge_counts([run, run])
+    assert (both["turns"], both["failures"], both["problems"]) == (12, 4, {"no JSON object": 4})
+    assert both["failure_rate"] == pytest.approx(1 / 3) and judge_counts()["failure_rate"] is None
+    json.dumps(both, allow_nan=False)                                                  # summary.json-ready
+
+
 def test_llm_judge_with_a_real_tiny_model_counts_every_unusable_answer(toy_model_dir):
     """A tiny model that never learned the format answers junk: every turn falls back and is counted, none raises."""
     from dialogrl.agents import LMAgent
@@ -166,3 +194,4 @@ def test_llm_judge_with_a_real_tiny_model_counts_every_unusable_answer(toy_model
     rewards = [pr(e, "agent") for e in eps]
     assert judge.calls == sum(len(r) for r in rewards) and judge.failures == judge.calls
     assert all(rec["failed"] for rec in pr.records) and all(x >= 0 for r in rewards for x in r)
+    assert pr.summary()["failures"] == pr.summary()["turns"] == judge.calls                   # counted, each one

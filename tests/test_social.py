@@ -109,6 +109,52 @@ def test_relationship_rules_by_hand():
     assert hear("i know you need the car on monday.", TRAIN_SCENES["car"]) == ["empathy", "concern"]
 
 
+def test_literal_partner_reads_concrete_terms_and_no_acts():
+    """Another rule family: the literal partner (a TermsProfile) reads the concrete terms of the agent's turns
+    (terms.py) and none of the acts the rule judge reads. By hand, then in play: an agent that states terms wins
+    more agreements from it than any scripted agent."""
+    from dialogrl.envs.base import Agent
+    from dialogrl.envs.social import TermsProfile, partner_trace
+    from dialogrl.envs.social.personas import terms_wish
+    from dialogrl.envs.social.task import terms_trace
+    from dialogrl.envs.social.terms import concrete_terms, names_request
+
+    car = TRAIN_SCENES["car"]   # the partner needs the car on monday; the request: for the weekend
+    assert concrete_terms("i'd bring it back by 6pm on sunday and fill the tank for $40.", car) == {
+        "6pm", "sunday", "$40"}
+    assert concrete_terms("i'll have it back before monday, for the weekend.", car) == set()   # the scene's own
+    assert concrete_terms("two hours, half an hour, 3 days", None) == {"two hours", "half an hour", "3 days"}
+    assert names_request("could you lend me your car?", car) and not names_request("how are you?", car)
+    p = UNSEEN_PARTNERS["literal"]
+    assert isinstance(p, TermsProfile)
+    sc = SocialScenario(car, p, mood=0.0)
+    z0 = p.base - car.stake - 0.8 + 0.15 * sc.relationship
+    vague = play_texts(TASK, sc, ["hi! could you lend me your car?", "what exactly? [REFUSE]"])
+    warm = play_texts(TASK, sc, ["i understand, you're the best, thank you. could you lend me your car?", "hm."])
+    firm = play_texts(TASK, sc, ["i'd bring it back by 6pm on sunday. could you lend me your car?", "hm."])
+    assert terms_wish(p, vague) == pytest.approx(z0 - p.vague) == terms_wish(p, warm)   # kind words: nothing
+    assert terms_wish(p, firm) == pytest.approx(z0 + 2 * p.terms)
+    # its favourability is its own (the relationship score); the act rules' trace is what the judge reads
+    assert partner_trace(vague) == terms_trace(vague) == [-0.5] and partner_trace(firm) == [0.5]
+    assert TASK.outcome(firm)["agent"]["relationship"] == 0.5
+    assert partner_trace(play_texts(TASK, SC, ["how are you doing?"])) == [0.5 * SC.partner.warmth]
+
+    class Specific(Agent):   # states terms and the request every turn
+        def act(self, requests):
+            return [f"i'd need it from 9am to 5pm on friday, two hours at most. could you {r.state.scenario.scene.ask}?"
+                    for r in requests]
+
+    task = SocialScenes(scenes="hard", partners=["literal"])
+    scenarios = task.sample_scenarios(200, seed=4)
+    specific = task.metrics([e.state for e in play(task, {"agent": Specific(), "partner": SocialAgent(None, 2)},
+                                                   scenarios)])
+    for name in AGENT_PERSONAS:
+        m = task.metrics([e.state for e in play(task, {"agent": SocialAgent(name, 1),
+                                                       "partner": SocialAgent(None, 2)}, scenarios)])
+        assert m["invalid_rate"] == 0 and m["turns"] <= task.max_turns
+        assert specific["goal_rate"] > m["goal_rate"] + 0.2, (name, specific["goal_rate"], m["goal_rate"])
+
+
 def test_profiles_from_big_five_follow_the_stated_rules():
     p = profile_from_traits("x", "about", "Openness to Experience - High; Conscientiousness - Low; Extraversion - High;"
                             " Agreeableness - High; Neuroticism - High", "Cautious")

@@ -339,7 +339,8 @@ def test_unseen_buyer_plays_full_games_and_is_held_out_of_the_pipeline():
     task = VehicleTeleSales()
     scenarios = task.sample_scenarios(60, seed=31)
     for name, persona in UNSEEN_BUYERS.items():
-        assert tuple(getattr(persona, f) for f in fields) not in seen and persona.style in ("plain", "casual")
+        # (a buyer of another rule family has none of these numbers: unlike every persona above, too)
+        assert tuple(getattr(persona, f, None) for f in fields) not in seen and persona.style in ("plain", "casual")
         assert TelesalesAgent(name).persona is persona
         for s in SELLER_PERSONAS:
             eps = play(task, {"seller": TelesalesAgent(s, seed=1), "buyer": TelesalesAgent(name, seed=2)}, scenarios)
@@ -413,3 +414,26 @@ def test_buyer_profiles_and_scripted_buyers_agree():
     assert set(BUYER_PROFILES) == set(BUYER_PERSONAS)
     assert all(BUYER_PERSONAS[n].about == line for n, line in BUYER_PROFILES.items())
     assert not set(UNSEEN_BUYERS) & set(BUYER_PROFILES)
+
+
+def test_anchored_buyer_waits_for_the_seller_to_come_down_from_its_first_price():
+    """Another rule family: the anchored buyer reads the seller's concessions, not a schedule over its budget. A
+    fitting offer within budget that never comes down is never bought (the decisive buyer takes it at once); once
+    the price is a tenth below the seller's first, it buys."""
+    task, anchored = VehicleTeleSales(), TelesalesAgent("anchored", seed=4)
+    offer = "the shuttle is a van with a third row and towing. $36000. [OFFER 3 $36000]"
+    state = play_texts(task, SC, [offer])
+    task.step(state, TelesalesAgent("decisive").utter(task, state, "buyer"))
+    assert state.end_reason == "buy" and task.outcome(state)["buyer"]["good_sale"]
+    state = task.reset(SC)
+    while not state.done:
+        role = task.current_role(state)
+        turn = task.step(state, offer if role == "seller" else anchored.utter(task, state, "buyer"))
+        assert turn.invalid is None
+        if role == "buyer" and not state.done:
+            assert "$32400" in turn.text   # its counter: the first price less a tenth
+    assert state.end_reason == "leave" and not task.outcome(state)["buyer"]["sale"]
+    state = play_texts(task, SC, [offer, anchored.utter(task, play_texts(task, SC, [offer]), "buyer"),
+                                  "ok, $32400 then. [OFFER 3 $32400]"])
+    task.step(state, anchored.utter(task, state, "buyer"))
+    assert state.end_reason == "buy" and task.outcome(state)["buyer"]["price"] == 32400

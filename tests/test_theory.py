@@ -288,10 +288,12 @@ def test_text_features_for_transcripts():
 
 def test_returns_by_horizon_plays_paired_games():
     """Scripted negotiators at turn caps 2..8: P's and Q's returns per horizon are the policy's scores on the same
-    scenarios, in scenario order, each cell from seed + H (as cross_play would play it alone)."""
+    scenarios, in scenario order, each horizon from its own seed, stream_seed("horizons", seed, H) (as cross_play
+    would play it alone)."""
     from dialogrl.envs import DealOrNoDeal
     from dialogrl.envs.dealnodeal import ScriptedAgent
     from dialogrl.evaluate import cross_play
+    from dialogrl.seeds import stream_seed
 
     scenarios = DealOrNoDeal().sample_scenarios(20, seed=3)
     hs, calls = [2, 4, 6, 8], []
@@ -306,7 +308,7 @@ def test_returns_by_horizon_plays_paired_games():
     assert calls == [(H, H) for H in hs] and len(rp) == len(rq) == 4 and all(len(r) == 20 for r in rp + rq)
     assert set(games["counterpart"]) == {"sim", "proxy"} and list(games["H"].unique()) == hs
     alone = cross_play(DealOrNoDeal(max_turns=6), {"policy": ScriptedAgent("greedy", 0)},
-                       {"sim": ScriptedAgent("fair", 1)}, scenarios, seats=["A"], seed=106)
+                       {"sim": ScriptedAgent("fair", 1)}, scenarios, seats=["A"], seed=stream_seed("horizons", 100, 6))
     assert np.array_equal(rp[2], alone["score"].to_numpy(float))
     assert list(games[(games["H"] == 6) & (games["counterpart"] == "sim")]["scenario"]) == [s.id for s in scenarios]
     check = compounding_check(hs, rp, rq, np.full(8, 0.05), r_max=10.0, reward="terminal")

@@ -179,7 +179,7 @@ def test_per_turn_rewards_reach_the_turns_that_earned_them(dond_dir):
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
 def test_resume_matches_an_uninterrupted_run_exactly(dond_dir, tmp_path, algorithm):
     """Stop after 2 of 3 steps, start a fresh trainer from the checkpoint: the same weights as 3 straight steps.
-    The grpo run has a scripted partner, whose private RNG is part of the checkpoint."""
+    The grpo run has a scripted partner, whose private RNG is part of the checkpoint; the ppo run two minibatches."""
     def new_trainer():
         seed_everything(5)
         model, tok = load_model(str(dond_dir), adapters=["A", "B"], device="cpu", lora_r=4)
@@ -188,7 +188,7 @@ def test_resume_matches_an_uninterrupted_run_exactly(dond_dir, tmp_path, algorit
                        else RoleSpec(adapter="B", trainable=True, lr=1e-2))}
         return Trainer(TASK, model, tok, roles, TrainConfig(
             steps=3, scenarios_per_step=4, group_size=2, max_new_tokens=16, algorithm=algorithm, save_every=1,
-            lr_schedule="linear"))
+            lr_schedule="linear", minibatches=2 if algorithm == "ppo" else 1))   # ppo: its shuffles replay too
 
     straight = new_trainer()
     straight.train(progress=False, checkpoint_dir=tmp_path)
@@ -228,6 +228,121 @@ def test_diagnostics_move_after_the_first_epoch(dond_dir):
     stats = trainer.update("A", samples)
     assert 0.0 <= stats["clipfrac"] <= 1.0 and stats["approx_kl"] > 0  # epochs 2 and 3 see the moved policy
     assert "explained_variance" not in stats                            # no critic
+
+
+def test_ppo_with_minibatches_and_epochs_clips_after_the_first_optimizer_step(dond_dir, monkeypatch):
+    """PPO as papers run it: 2 epochs x 2 minibatches = 4 optimizer steps per rollout. Every chunk scored before the
+    first step has ratio 1 exactly; later ones see the moved policy, and the clip acts (clipfrac > 0, logged)."""
+    import dialogrl.rl.trainer as trainer_module
+
+    trainer = make_trainer(dond_dir, algorithm="ppo", epochs_per_step=2, minibatches=2, critic_lr=2e-2)
+    calls, steps = [], {"n": 0}   # (optimizer steps taken so far, the chunk's ratio stats)
+    real_loss = trainer_module.policy_loss
+
+    def spy_loss(*args, **kwargs):
+        loss, st = real_loss(*args, **kwargs)
+        calls.append((steps["n"], st))
+        return loss, st
+
+    monkeypatch.setattr(trainer_module, "policy_loss", spy_loss)
+    trainer.optimizers["A"].register_step_post_hook(lambda *_: steps.update(n=steps["n"] + 1))
+    seed_everything(8)
+    row = trainer.step()
+    a_calls = [(n, st) for n, st in calls if n < 4]   # path A updates first; B's chunks come after its 4 steps
+    assert steps["n"] == 4 and a_calls[0][0] == 0
+    for n, st in a_calls:
+        if n == 0:   # the first minibatch of the first epoch: scored by the policy that sampled
+            assert st["ratio"] == pytest.approx(1.0, abs=1e-4) and st["clipfrac"] == 0.0
+    moved = [st for n, st in a_calls if n >= 1]
+    assert moved and all(abs(st["ratio"] - 1) > 1e-4 or st["approx_kl"] > 0 for st in moved)
+    assert max(st["clipfrac"] for st in moved) > 0
+    for a in ("A", "B"):
+        assert row[f"{a}/clipfrac"] > 0 and row[f"{a}/approx_kl"] > 0 and row[f"{a}/ratio"] != 1.0
+        assert row[f"{a}/critic_lr"] == pytest.approx(2e-2) and row[f"{a}/lr"] == pytest.approx(1e-2)
+    print(f"measured: A clipfrac {row['A/clipfrac']:.3f} ratio {row['A/ratio']:.4f} approx_kl "
+          f"{row['A/approx_kl']:.4f}; B clipfrac {row['B/clipfrac']:.3f} ratio {row['B/ratio']:.4f}")
+
+
+def test_the_critic_has_its_own_learning_rate(dond_dir):
+    """critic_lr: the value head is the optimizer's second param group; None gives it the role's lr. PPO with one
+    optimizer step per rollout warns that it never clips."""
+    trainer = make_trainer(dond_dir, algorithm="ppo", critic_lr=3e-3, minibatches=2)
+    for a in ("A", "B"):
+        policy, critic = trainer.optimizers[a].param_groups
+        assert policy["lr"] == 1e-2 and critic["lr"] == 3e-3
+        assert {id(p) for p in critic["params"]} == {id(p) for p in trainer.critics[a].parameters()}
+        assert {id(p) for p in policy["params"]} == {id(p) for p in adapter_parameters(trainer.model, a).values()}
+    with pytest.warns(UserWarning, match="clip_eps never acts"):
+        trainer = make_trainer(dond_dir, algorithm="ppo")
+    assert [g["lr"] for g in trainer.optimizers["A"].param_groups] == [1e-2, 1e-2]
+    assert len(make_trainer(dond_dir).optimizers["A"].param_groups) == 1             # grpo: no critic
+    with pytest.raises(ValueError, match="critic_lr"):
+        TrainConfig(critic_lr=0.0)
+
+
+def test_a_process_rewards_judge_failures_are_logged_every_step(dond_dir):
+    """ProcessReward counts its judge's failures and weight fallbacks; the trainer logs them per step (judge/...)."""
+    from dialogrl.rewards import Judge, Judgement, ProcessReward
+
+    class HalfBrokenJudge(Judge):   # every other turn "unparseable" (judged by its fallback), no weights proposed
+        def judge(self, task, state, role):
+            mine = [t for t in state.talk_turns() if t.role == role]
+            return [Judgement("mid", {}, None, failed=k % 2 == 0, problem="invalid JSON" if k % 2 == 0 else None)
+                    for k in range(len(mine))]
+
+    process = ProcessReward(HalfBrokenJudge(), TASK, role="A")
+    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+    roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2), "B": RoleSpec(agent=ScriptedAgent("fair"))}
+    trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=2, scenarios_per_step=2, group_size=2,
+                                                           max_new_tokens=8), turn_rewards=process)
+    seed_everything(11)
+    rows = trainer.train(progress=False)
+    for row in rows:
+        turns = row["judge/turns"]
+        assert turns > 0 and row["judge/weight_fallbacks"] == turns and row["judge/weight_fallback_rate"] == 1.0
+        assert 0 < row["judge/failures"] < turns and row["judge/failure_rate"] == row["judge/failures"] / turns
+    total = process.summary()
+    assert total["turns"] == sum(r["judge/turns"] for r in rows)
+    assert total["problems"] == {"invalid JSON": total["failures"]}
+
+
+def test_fp16_autocast_scales_the_loss_and_still_learns(dond_dir, monkeypatch):
+    """mixed_precision="fp16" (what bf16 becomes on a T4) runs the update under a GradScaler; bf16 and no precision
+    pass through a disabled one. A bf16 request on a GPU without bf16 resolves to fp16 (models.resolve_precision)."""
+    import dialogrl.rl.trainer as trainer_module
+
+    assert not make_trainer(dond_dir).scaler.is_enabled()
+    assert not make_trainer(dond_dir, mixed_precision="bf16").scaler.is_enabled()
+    monkeypatch.setattr(trainer_module, "resolve_precision", lambda p, device: "fp16" if p == "bf16" else p)
+    trainer = make_trainer(dond_dir, mixed_precision="bf16")
+    assert trainer._precision() == "fp16" and trainer.scaler.is_enabled()
+    before = {n: p.detach().clone() for n, p in adapter_parameters(trainer.model, "A").items()}
+    seed_everything(10)
+    row = trainer.step()
+    assert math.isfinite(row["A/loss"]) and trainer.scaler.get_scale() > 0
+    after = adapter_parameters(trainer.model, "A")
+    assert any(not torch.equal(p, after[n]) for n, p in before.items())   # a step was taken (no overflow skip)
+
+
+def test_minibatches_split_whole_games_and_replay_with_their_key(dond_dir):
+    import random
+
+    from dialogrl.rl.trainer import _chains, _minibatches
+
+    trainer = make_trainer(dond_dir)
+    seed_everything(9)
+    episodes, groups = trainer.rollout(0)
+    samples = trainer.samples(episodes, groups)["A"]
+    chains = _chains(samples)
+    assert _minibatches(samples, 1, random.Random(0)) == [list(range(len(samples)))]   # unshuffled
+    mbs = _minibatches(samples, 3, random.Random("k"))
+    assert len(mbs) == 3 and sorted(i for m in mbs for i in m) == list(range(len(samples)))
+    assert all(m == sorted(m) for m in mbs)
+    assert all(any(set(c) <= set(m) for m in mbs) for c in chains)                  # a game is never split
+    assert max(map(len, mbs)) - min(map(len, mbs)) <= max(map(len, chains))         # about equal parts
+    assert _minibatches(samples, 3, random.Random("k")) == mbs                      # the same key, the same split
+    many = _minibatches(samples, len(samples) + 2, random.Random(0))                 # more minibatches than games:
+    assert len(many) == len(samples) + 2 and sum(m == [] for m in many) >= 2       # empty ones, every step taken
 
 
 def test_config_from_params_takes_its_fields_and_overrides_win():

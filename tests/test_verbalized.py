@@ -11,6 +11,7 @@ from dialogrl.envs.base import ActRequest, Utterance
 from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood, PersuasionScenario
 from dialogrl.envs.persuasion.corpus import persona_replies, persuasion_corpus
 from dialogrl.rollout import play
+from dialogrl.seeds import stream_seed
 from dialogrl.verbalized import parse_vs, vs_answer, vs_messages
 
 TASK = PersuasionForGood()
@@ -74,14 +75,19 @@ def test_parser_never_raises():
 
 
 class ReplayLM:
-    """LMAgent's `generate` over fixed answers, in order (a stand-in to test the wrapper's own logic)."""
+    """LMAgent's `generate` (and `rng`, the game's token stream) over fixed answers, in order (a stand-in to test the
+    wrapper's own logic); it records the token streams each call was given."""
     name = "replay"
 
     def __init__(self, answers):
-        self.answers, self.calls = list(answers), []
+        self.answers, self.calls, self.rngs = list(answers), [], []
 
-    def generate(self, messages_batch):
+    def rng(self, state, role):
+        return None if state.seed is None else ("tokens", state.seed, role)
+
+    def generate(self, messages_batch, rngs=None):
         self.calls.append(len(messages_batch))
+        self.rngs.append(rngs)
         return [Utterance(self.answers.pop(0)) for _ in messages_batch]
 
     def clear_cache(self):
@@ -121,6 +127,24 @@ def test_random_mode_is_uniform_and_prob_mode_follows_the_probabilities():
     vs = VerbalizedSampling(ReplayLM([]), k=5)
     r = request(3, 1)
     assert len({vs.choose(parse_vs(skewed, 5)[0], r) for _ in range(20)}) == 1   # reproducible per game and turn
+
+
+def test_the_dialogues_of_one_group_draw_their_candidates_independently():
+    """A training group plays one scenario several times, each game with its own seed: VS draws its candidate per
+    game (and samples each game's tokens from that game's stream); without seeds every game of a scenario draws the
+    same index, turn after turn (the old behaviour, kept for seedless games)."""
+    cands = parse_vs(GOOD, 5)[0]
+    vs = VerbalizedSampling(ReplayLM([GOOD] * 8), k=5)
+
+    def group(seeds):
+        requests = [request(0, 1) for _ in seeds]
+        for r, s in zip(requests, seeds):
+            r.state.seed = s
+        return requests
+    seeds = [stream_seed("train-games", 0, 0, j) for j in range(40)]
+    assert len({vs.choose(cands, r) for r in group(seeds)}) == 5
+    assert len({vs.choose(cands, r) for r in group([None] * 40)}) == 1
+    assert vs.act(group(seeds[:8])) and vs.lm.rngs[-1] == [("tokens", s, "persuadee") for s in seeds[:8]]
 
 
 def test_bad_wrapper_parameters_are_named():

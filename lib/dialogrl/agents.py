@@ -5,9 +5,11 @@ each game's scripted personas are in its package (`dialogrl.envs.<game>.personas
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
-from dialogrl.envs.base import ActRequest, Agent, Population, StreamingAgent, Utterance
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population, StreamingAgent, Utterance, game_key
+from dialogrl.seeds import stream_rng
 from dialogrl.verbalized import VS_MODES, parse_vs, problem_kind, vs_answer, vs_messages
 
 __all__ = ["LMAgent", "VerbalizedSampling", "parse_vs", "vs_answer", "vs_messages", "VS_MODES", "ActRequest", "Agent",
@@ -22,7 +24,9 @@ class LMAgent(StreamingAgent):
     as soon as its previous one ends (stop at the end-of-turn token, at most `max_new_tokens` per turn); with
     `reuse_cache` each game continues from its KV cache of the role's previous turn. `act(requests)` does the same
     for one batch. Each Utterance keeps the prompt ids the role saw, the sampled completion ids and their
-    log-probs under the sampling distribution (after temperature and top-p).
+    log-probs under the sampling distribution (after temperature and top-p). A game with a seed (GameState.seed)
+    samples each role's tokens from its own stream (`rng`), so it plays the same in any batch; a game without one
+    samples from torch's global generator.
     In a selection phase (Deal or No Deal, `selection` protocol) the agent does not decode: it uses the task's
     learned `selector` when it has one, else (with `select_by_likelihood`) it scores each of the task's
     `selection_candidates(state)` (every valid split of the pool and 'no agreement') by its log-likelihood and takes
@@ -36,6 +40,7 @@ class LMAgent(StreamingAgent):
         self.lean = lean  # the decoding engine: see dialogrl.fastdecode.decode_batch
         self.reuse_cache = reuse_cache
         self._cache: dict[tuple, tuple] = {}  # (id(state), role) -> (state, CachedPrefix of its last turn)
+        self._rngs: dict[tuple, tuple] = {}   # (id(state), role) -> (state, the role's token stream in that game)
         self.name = name or adapter or "lm"
         self.max_new_tokens, self.temperature, self.top_p = max_new_tokens, temperature, top_p
         self.select_by_likelihood = select_by_likelihood
@@ -79,7 +84,7 @@ class LMAgent(StreamingAgent):
                 kept = self._cache.pop((id(r.state), r.role), None)
                 prefix = kept[1] if kept is not None and kept[0] is r.state else None
             self._waiting[self._next_key] = (r, prompt)
-            self._batch.add(self._next_key, prompt, prefix)
+            self._batch.add(self._next_key, prompt, prefix, self.rng(r.state, r.role))
             self._next_key += 1
 
     def busy(self) -> bool:
@@ -114,23 +119,37 @@ class LMAgent(StreamingAgent):
         return [self.tok.apply_chat_template(m, add_generation_prompt=True, tokenize=True, return_dict=True)
                 ["input_ids"] for m in messages_batch]
 
-    def generate(self, messages_batch: Sequence[list[dict]]) -> list[Utterance]:
-        """Sample one turn for every chat view in one batch, outside any game (no cache kept)."""
+    def generate(self, messages_batch: Sequence[list[dict]],
+                 rngs: Sequence[random.Random | None] | None = None) -> list[Utterance]:
+        """Sample one turn for every chat view in one batch, outside any game (no cache kept); rngs: per view, the
+        stream its tokens are drawn from (e.g. `rng(state, role)`), or None (torch's global generator)."""
         from dialogrl.fastdecode import sample_turns
 
         prompts = self.encode(messages_batch)
         with self._context():
             completions, logps, _ = sample_turns(self.model, prompts, self.tok.pad_token_id, self.stop_ids,
-                                                 self.max_new_tokens, self.sampling_logprobs, lean=self.lean)
+                                                 self.max_new_tokens, self.sampling_logprobs, lean=self.lean,
+                                                 rngs=rngs)
         return [Utterance(self.tok.decode(c, skip_special_tokens=True).strip(), p, c, lp)
                 for p, c, lp in zip(prompts, completions, logps)]
 
+    def rng(self, state: GameState, role: str) -> random.Random | None:
+        """The stream `role`'s tokens are sampled from in this game: one random.Random per (game, role), seeded by
+        stream_seed("tokens", game seed, role) and kept for the game's lifetime; None for a game without a seed."""
+        if state.seed is None:
+            return None
+        kept = self._rngs.get((id(state), role))
+        if kept is None or kept[0] is not state:
+            kept = self._rngs[id(state), role] = (state, stream_rng("tokens", state.seed, role))
+        return kept[1]
+
     def clear_cache(self, finished_only: bool = False) -> None:
-        """Drop the kept KV caches: all of them, or with finished_only those of games that have ended."""
+        """Drop the kept KV caches and token streams: all of them, or with finished_only those of ended games."""
         if not finished_only:
-            self._cache = {}
+            self._cache, self._rngs = {}, {}
             return
         self._cache = {k: v for k, v in self._cache.items() if not v[0].done}
+        self._rngs = {k: v for k, v in self._rngs.items() if not v[0].done}
 
     def sampling_logprobs(self, logits):
         """Log-probs of the sampling distribution: logits / temperature, then nucleus (top-p) truncation."""
@@ -178,8 +197,10 @@ class VerbalizedSampling(Agent):
     after that the raw text is the reply (a fallback). Every attempt's outcome is counted in `stats`: turns,
     attempts, problems by kind, fallbacks and renormalised answers; `fallback_rate` is fallbacks per turn.
 
-    The draw is reproducible per game (random.Random of seed, scenario id, role and turn); the model's sampling
-    follows torch's seed. Replies are plain text (no token ids): a VS simulator is a frozen counterpart.
+    The draw is reproducible per game: random.Random of (seed, game, role, turn), the game being its seed's "vs"
+    stream (`game_key`; every dialogue of a group draws apart) or, without a game seed, its scenario id. The model
+    samples from the game's token stream (`LMAgent.rng`), or from torch's global generator in a game without a seed.
+    Replies are plain text (no token ids): a VS simulator is a frozen counterpart.
     """
 
     def __init__(self, lm: LMAgent, k: int = 5, mode: str = "random", retries: int = 2, seed: int = 0,
@@ -204,16 +225,14 @@ class VerbalizedSampling(Agent):
         return self.stats["fallbacks"] / max(self.stats["turns"], 1)
 
     def choose(self, candidates: Sequence[tuple[str, float]], request: ActRequest) -> str:
-        import random
-
-        rng = random.Random(f"{self.seed}/{getattr(request.state.scenario, 'id', 0)}/{request.role}/"
-                            f"{len(request.state.turns)}")
+        rng = random.Random(f"{self.seed}/{game_key(request.state, 'vs')}/{request.role}/{len(request.state.turns)}")
         if self.mode == "random":
             return rng.choice(candidates)[0]
         return rng.choices([t for t, _ in candidates], weights=[p for _, p in candidates])[0]
 
     def act(self, requests: Sequence[ActRequest]) -> list[str]:
         prompts = [vs_messages(r.messages, self.k, self.speaker, self.partner) for r in requests]
+        rngs = [self.lm.rng(r.state, r.role) for r in requests]
         out: list[str | None] = [None] * len(requests)
         raw: list[str] = [""] * len(requests)
         pending = list(range(len(requests)))
@@ -221,7 +240,7 @@ class VerbalizedSampling(Agent):
         for _ in range(self.retries + 1):
             if not pending:
                 break
-            said = self.lm.generate([prompts[i] for i in pending])
+            said = self.lm.generate([prompts[i] for i in pending], [rngs[i] for i in pending])
             self.stats["attempts"] += len(pending)
             still = []
             for i, u in zip(pending, said):

@@ -79,14 +79,15 @@ def calibrate_sft(model_path: str | Path, conversations: Sequence[list[dict]], o
     assistant (human) turns only; save it with its tokenizer to out_dir and return out_dir.
 
     The warm start's own SFT recipe (`dialogrl.tiny.sft_warm_start`) is reused, so a tiny model and a hub model take
-    the same path; with a hub model, pass a small lr (1e-5) or fine-tune a LoRA copy instead.
+    the same path; with a hub model, pass a small lr (1e-5) or fine-tune a LoRA copy instead. bf16: autocast where
+    the device has bfloat16; the weights train in float32 (a 1e-5 step is below bf16's and fp16's resolution).
     """
     from dialogrl.models import load_model
     from dialogrl.tiny import TinyConfig, sft_warm_start
 
     if not conversations:
         raise ValueError("no conversations to calibrate on")
-    model, tok = load_model(str(model_path), device="auto", bf16=bf16)
+    model, tok = load_model(str(model_path), device="auto")   # float32 master weights, whatever bf16 says
     model.train()
     cfg = TinyConfig(epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length, seed=seed, bf16=bf16)
     out_dir = Path(out_dir)

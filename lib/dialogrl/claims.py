@@ -299,3 +299,24 @@ def write_glance(readme: str | Path = "README.md", papers_dir: str | Path = "pap
     if start < 0 or end < start:
         raise ValueError(f"{path}: no {GLANCE_START} ... {GLANCE_END} block for the verdicts")
     path.write_text(text[:start] + f"{GLANCE_START}\n{glance_table(papers_dir)}\n" + text[end:])
+
+
+# ------------------------------------------------------------------------------------- panel split by rule family
+
+SPLITS = {"same": "same rule family", "other": "other family"}
+
+
+def panel_parts(games: pd.DataFrame, family: str = "family") -> list[tuple[str, pd.DataFrame]]:
+    """A held-out panel's games pooled and split by rule family: [("", all), ("@same", the counterparts of the
+    training counterparts' rule family), ("@other", those of another family)]; a panel of one family gives the
+    pooled part alone. A claim `key` is read on each part as `key`, `key@same`, `key@other`
+    (`envs.heldout.held_out_table` labels each counterpart; `games[family]` holds the label)."""
+    parts = [(f"@{short}", games[games[family] == label]) for short, label in SPLITS.items()]
+    if any(len(p) == 0 for _, p in parts):
+        return [("", games)]
+    return [("", games), *parts]
+
+
+def claim_base(key: str) -> str:
+    """The claim a panel part's key reads (`goal.socialrl_minus_base@other` -> `goal.socialrl_minus_base`)."""
+    return key.split("@", 1)[0]

@@ -5,9 +5,12 @@ confidence intervals that are valid for a few training seeds.
     table = summarize(games)            # one row per (policy, counterpart): mean and 95% CI of every metric
     diff = paired_difference(games, "ibrl", "base", "score")   # paired by scenario, seat and counterpart
 
-Every cell plays the same scenarios (paired comparisons), from a seed range that training never uses, and every cell
-starts from the same random state (`seed_everything`; scripted counterparts draw per utterance from (seed, scenario,
-role, turn)), so evaluating one policy twice gives identical rows.
+Every cell plays the same scenarios (paired comparisons), drawn apart from training (`stream_seed("eval-scenarios",
+...)`), and every game draws from its own seed, stream_seed("eval-games", seed, scenario id, seat, counterpart)
+(dialogrl.seeds): the LM's tokens and the counterpart's private draws. A game therefore never depends on batch size,
+order or what else is evaluated (the first 50 games of an 80-game evaluation are a 50-game evaluation), evaluating
+one policy twice gives identical rows, and policies are compared on common random numbers (the policy's name is
+not part of the key).
 
 Intervals. The unit of replication is the training seed (a training run, with its own warm-start build, evaluated on
 its own draw of scenarios that every method of that seed plays): games of one seed share its policy, so they are not
@@ -33,7 +36,7 @@ import pandas as pd
 
 from dialogrl.envs.base import Agent, Task
 from dialogrl.rollout import Episode, play
-from dialogrl.run import seed_everything
+from dialogrl.seeds import eval_seeds
 
 GAME_METRICS = ("score", "partner_score", "joint", "agreed", "pareto", "invalid_rate", "reward")
 
@@ -246,6 +249,8 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
 
     Returns one row per game (policy, counterpart, seat, scenario, and GAME_METRICS from the policy's seat); with
     return_episodes, also the games themselves: {(policy, counterpart, seat): [Episode] in scenario order}.
+    seed: the evaluation's seed; game i of a cell plays from stream_seed("eval-games", seed, scenario id, seat,
+    counterpart name), the same for every policy (common random numbers).
     With `transcripts`, the first `n_transcripts` games of every cell are appended to that JSONL file.
     """
     seats = tuple(seats or task.roles)
@@ -253,10 +258,8 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
     for pname, policy in policies.items():
         for cname, counterpart in counterparts.items():
             for seat in seats:
-                seed_everything(seed)  # every cell sees the same sampling noise stream (LM agents);
-                # scripted agents draw from (seed, scenario, role, turn) and keep no state between cells
                 agents = {seat: policy, task.other(seat): counterpart}
-                episodes = play(task, agents, scenarios)
+                episodes = play(task, agents, scenarios, seeds=eval_seeds(seed, scenarios, seat, cname))
                 rows += game_rows(task, episodes, seat, policy=pname, counterpart=cname)
                 if return_episodes:
                     played[pname, cname, seat] = episodes

@@ -26,13 +26,14 @@ call) pick this engine or the HF path (`sampling.DecodeBatch`: other architectur
 """
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from dialogrl.sampling import CachedPrefix, DecodeBatch, Finished, RowQueue, common_prefix, sample_categorical
+from dialogrl.sampling import CachedPrefix, DecodeBatch, Finished, RowQueue, common_prefix
 
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")   # rope types whose inverse frequencies do not depend on length
 
@@ -331,7 +332,7 @@ class FastDecodeBatch(RowQueue):
         if not B:
             return []
         logp = self.logprob_fn(self.logits)                                   # (B, V)
-        tok = sample_categorical(logp.exp())                                  # (B,)
+        tok = self.sample(logp)                                               # (B,)
         lp = logp.gather(-1, tok[:, None]).squeeze(-1)
         rows = torch.arange(B, device=self.device)
         self.sampled[rows, self.n_new], self.sampled_lp[rows, self.n_new] = tok, lp
@@ -347,6 +348,7 @@ class FastDecodeBatch(RowQueue):
                 if self.keep_cache:   # prompt + completion[:-1]: the last sampled token was never fed back
                     cache = CachedPrefix(self.prompts[b] + completion[:-1], self.kv[:, :, b, :, :lens[b]].clone())
                 finished.append(Finished(self.keys[b], completion, self.sampled_lp[b, :n_new[b]].tolist(), cache))
+                self.rngs.pop(self.keys[b], None)
             keep = self._leave(gone)
             tok = tok[keep]
             if not self.keys:
@@ -378,15 +380,17 @@ def decode_batch(model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: in
 def sample_turns(model, prompts: Sequence[list[int]], pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor],
                  prefixes: Sequence[CachedPrefix | None] | None = None, keep_cache: bool = False,
-                 lean: bool | None = None):
+                 lean: bool | None = None, rngs: Sequence[random.Random | None] | None = None):
     """Sample one completion per prompt in one DecodeBatch (all rows start together).
 
     prompts: token ids per row. prefixes: per row, an earlier context's cache or None. lean: see `decode_batch`.
+    rngs: per row, the random.Random its tokens are drawn from, or None (the global torch generator).
     Returns (completions, logprobs, caches), per row in order.
     """
     batch = decode_batch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache=keep_cache, lean=lean)
-    for i, (q, p) in enumerate(zip(prompts, prefixes if prefixes is not None else [None] * len(prompts))):
-        batch.add(i, q, p)
+    none = [None] * len(prompts)
+    for i, (q, p, rng) in enumerate(zip(prompts, prefixes if prefixes is not None else none, rngs or none)):
+        batch.add(i, q, p, rng)
     done: dict[int, Finished] = {}
     while batch:
         for f in batch.step():

@@ -29,6 +29,26 @@ class ModelUnavailableError(OSError):
     """A model id that cannot be loaded here (offline, not cached, or unknown)."""
 
 
+HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}   # the half precisions, by their accelerate names
+
+
+def resolve_precision(precision: str, device) -> str:
+    """The precision ("no", "bf16" or "fp16") to run in on `device`: "bf16" on a CUDA GPU without bfloat16 support
+    (Colab's T4, a V100: compute capability < 8) falls back to "fp16", with a warning; anything else is kept (CPUs
+    and MPS compute in bf16, slowly or not). torch.cuda.is_bf16_supported() says True on a T4 by default, counting
+    emulation (bf16 tensors exist, its matrix multiplies run without tensor cores): native support is what counts
+    here. The one place that decides it: model weights (`load_model(bf16=True)`) and the trainer's autocast
+    (`TrainConfig.mixed_precision`) both ask here."""
+    if precision not in ("no", *HALF_DTYPES):
+        raise ValueError(f"precision={precision!r}: choose one of no, bf16, fp16")
+    if (precision == "bf16" and torch.device(device).type == "cuda" and torch.cuda.is_available()
+            and not torch.cuda.is_bf16_supported(including_emulation=False)):
+        warnings.warn("bf16 asked for, but this GPU has no bfloat16 (e.g. a T4 or V100): using fp16 instead "
+                      "(weights in float16, autocast in float16 with loss scaling in the trainer)", stacklevel=2)
+        return "fp16"
+    return precision
+
+
 def sdpa_grouped(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
                  **kwargs):
     """transformers' SDPA attention, except that on CPU grouped-query heads read the shared key/value heads in place.
@@ -124,14 +144,15 @@ def load_model(name: str, *, adapters: Sequence[str] = (), device: str = "auto",
     name: an embedded tiny name ('tiny-dond'), a local folder, or a hub id ('Qwen/Qwen2.5-0.5B-Instruct').
     adapters: names of LoRA adapters to add (one per role, say); the first is active. Empty: the plain model.
     device: 'auto' (cuda > mps > cpu) or a torch device string.
-    bf16: load weights in bfloat16 (for GPUs; CPU runs stay fp32 by default).
+    bf16: load weights in bfloat16 (for GPUs; CPU runs stay fp32 by default); float16, with a warning, on a GPU
+        without bfloat16 (`resolve_precision`).
     use_unsloth: load through unsloth's FastLanguageModel when it is installed and CUDA is present; otherwise warn
         and fall back to transformers.
     Returns (model, tokenizer); the model is on `device` and in eval mode.
     """
     dev = choose_device(device)
     path = resolve_model_path(name)
-    dtype = torch.bfloat16 if bf16 else torch.float32
+    dtype = HALF_DTYPES.get(resolve_precision("bf16" if bf16 else "no", dev), torch.float32)
     if use_unsloth and not _unsloth_usable(dev):
         warnings.warn("use_unsloth=True, but unsloth is not installed or no CUDA device is present: "
                       "loading with transformers instead", stacklevel=2)

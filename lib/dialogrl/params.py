@@ -147,6 +147,39 @@ class ModelName(Rule):
         return value
 
 
+def model_identity(name: str) -> str:
+    """What a model name points at, for telling whether two names are one model: a hub id lower-cased (the hub
+    matches ids case-insensitively); a local folder its resolved path, or the hub id when the folder is a snapshot in
+    a Hugging Face cache (.../models--org--name/snapshots/<revision>); anything else (an embedded name) as it is."""
+    from dialogrl.hub import HUB_ID_PATTERN
+
+    path = Path(name).expanduser()
+    if path.is_dir():
+        path = path.resolve()
+        cached = [p[len("models--"):].split("--", 1) for p in path.parts if p.startswith("models--")]
+        return "/".join(cached[-1]).lower() if cached and len(cached[-1]) == 2 else str(path)
+    return name.lower() if HUB_ID_PATTERN.match(name) and not name.startswith(("/", ".", "~")) else name
+
+
+def check_judge_independent(judge_model: str | None, partner_models, name: str = "judge_model",
+                            partners_name: str = "heldout_models") -> None:
+    """Refuse an LLM judge that is also one of the held-out partner models (ParameterError, a ValueError).
+
+    The judge's process reward shapes the policy toward what that model prefers; a partner played by the same model
+    would then not be held out from the training pipeline, and a gain against it would not be a held-out gain.
+    judge_model: the judge's model name (None: no LLM judge, nothing to check); partner_models: the held-out
+    partners' model names. Names are compared by `model_identity` (case-insensitive hub ids, resolved paths).
+    """
+    if judge_model is None:
+        return
+    judge = model_identity(judge_model)
+    for i, m in enumerate(partner_models):
+        if model_identity(m) == judge:
+            raise ParameterError(name, judge_model, f"it is also the held-out partner {partners_name}[{i}] = {m!r}: "
+                                 "a judge that shapes the training reward cannot also play a held-out partner; choose "
+                                 "another judge model or drop that partner")
+
+
 def _check_range(name, value, lo, hi, strict):
     if lo is not None and (value <= lo if strict else value < lo):
         raise ParameterError(name, value, f"must be {'>' if strict else '>='} {lo}")

@@ -53,11 +53,12 @@ class Criterion:
 class Judgement:
     """One turn, judged: its stage, criteria by dimension, and the weights the judge proposes (raw, unchecked).
     `failed` says the judge's own output could not be used (an LLM judge's parse failure; the turn was then judged
-    by its fallback)."""
+    by its fallback), `problem` why."""
     stage: str
     criteria: dict[str, list[Criterion]]
     proposed: object = None
     failed: bool = False
+    problem: str | None = None
 
     def scores(self) -> dict[str, float]:
         """Each dimension's pass rate (0.0 for a dimension without criteria)."""
@@ -121,12 +122,39 @@ class Judge:
         raise NotImplementedError
 
 
+def _no_counts() -> dict:
+    return {"turns": 0, "failures": 0, "weight_fallbacks": 0, "problems": {}}
+
+
+def judge_counts(counts: Sequence[Mapping] = ()) -> dict:
+    """The sum of judge counts (`ProcessReward.summary()` of several runs, or nothing: zeros) with their rates:
+        turns                 turns judged
+        failures              turns whose judge answer could not be used (an LLM judge's parse failure): the
+                              fallback judge (a RuleJudge) judged them
+        weight_fallbacks      turns whose proposed weights could not be used (schedule "dynamic" only): the stage
+                              prior MANUAL_SCHEDULE weighted them
+        failure_rate, weight_fallback_rate   the counts over turns (None without turns)
+        problems              failures by reason (see parse_judgement)
+    """
+    out = _no_counts()
+    for c in counts:
+        for k in ("turns", "failures", "weight_fallbacks"):
+            out[k] += int(c.get(k, 0))
+        for why, n in c.get("problems", {}).items():
+            out["problems"][why] = out["problems"].get(why, 0) + n
+    for k, rate in (("failures", "failure_rate"), ("weight_fallbacks", "weight_fallback_rate")):
+        out[rate] = out[k] / out["turns"] if out["turns"] else None
+    return out
+
+
 @dataclass
 class ProcessReward:
     """The trainer's `turn_rewards`: coef * sum_i w_i r_i for each talk turn of `role` in a game of `task`, from
     `judge` and `schedule`.
     Every judged turn is also recorded in `records` (stage, scores, weights, fallback), for the reward-component and
-    weight figures; `drain()` returns them and starts a new list."""
+    weight figures; `drain()` returns them and starts a new list. The judge's failures and weight fallbacks are
+    counted (`judge_counts`): `step_metrics()` gives those since its last call as `judge/...` columns (the Trainer
+    logs them every step), `summary()` those of the whole run (for summary.json; `judge_counts` sums runs)."""
     judge: Judge
     task: object
     schedule: str = "dynamic"
@@ -134,6 +162,8 @@ class ProcessReward:
     role: str = "agent"
     credit_early_end: bool = True
     records: list[dict] = field(default_factory=list)
+    totals: dict = field(default_factory=_no_counts)          # the judge's counts over the run (summary())
+    step_counts: dict = field(default_factory=_no_counts)     # the same since the last step_metrics()
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
@@ -148,6 +178,13 @@ class ProcessReward:
         out = []
         for j in self.judge.judge(self.task, episode.state, role):
             weights, fallback = schedule_weights(self.schedule, j)
+            for c in (self.totals, self.step_counts):
+                c["turns"] += 1
+                c["failures"] += j.failed
+                c["weight_fallbacks"] += fallback
+                if j.failed:
+                    why = j.problem or "unknown"
+                    c["problems"][why] = c["problems"].get(why, 0) + 1
             scores = j.scores()
             r = sum(w * scores[d] for w, d in zip(weights, DIMENSIONS))
             self.records.append({"stage": j.stage, "process": r, "fallback": fallback, "failed": j.failed,
@@ -162,6 +199,17 @@ class ProcessReward:
     def drain(self) -> list[dict]:
         records, self.records = self.records, []
         return records
+
+    def step_metrics(self) -> dict[str, float]:
+        """The judge's counts since the last call (a training step's), as judge/turns, judge/failures,
+        judge/failure_rate, judge/weight_fallbacks, judge/weight_fallback_rate (rates NaN when no turn was
+        judged: every row has every column); then counting starts anew."""
+        c, self.step_counts = judge_counts([self.step_counts]), _no_counts()
+        return {f"judge/{k}": float("nan" if v is None else v) for k, v in c.items() if k != "problems"}
+
+    def summary(self) -> dict:
+        """The judge's counts and rates over every turn this ProcessReward judged (see judge_counts)."""
+        return judge_counts([self.totals])
 
 
 # ------------------------------------------------------------------------------------------------- LLM judge
@@ -258,8 +306,8 @@ class LLMJudge(Judge):
                 self.failures += 1
                 self.problems[j] = self.problems.get(j, 0) + 1
                 fallback = fallback or self.fallback.judge(task, state, role)
-                j = fallback[k]
-                j.failed = True
+                why, j = j, fallback[k]
+                j.failed, j.problem = True, why
             out.append(j)
         return out
 

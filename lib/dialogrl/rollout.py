@@ -7,8 +7,12 @@ agent's running batch, the batch samples one token per step for all its rows, an
 stepped at once and its next turn queued (continuous batching: no game waits for the slowest turn of a round).
 Both roles of a self-play game share one batch when they share the agent. Scripted agents answer as soon as it is
 their turn, grouped per agent. Every LM turn keeps its prompt ids, sampled token ids and log-probs, and its role,
-so trainers can mask by role and score exactly what was sampled. With a fixed seed (seed_everything) the result is
-deterministic on CPU.
+so trainers can mask by role and score exactly what was sampled.
+
+Randomness. With `seeds` (one per game) every game draws from its own streams (dialogrl.seeds): its LM turns sample
+tokens from per-(game, role) generators and its scripted agents key their draws on the game, so a game plays the
+same whatever else is in the batch. Without seeds, LM sampling follows torch's global generator (seed_everything
+makes a run deterministic on CPU, but a game then depends on the batch).
 """
 from __future__ import annotations
 
@@ -34,15 +38,18 @@ class Episode:
         """A JSON-ready record for transcripts.jsonl."""
         sc = self.state.scenario
         scenario = dataclasses.asdict(sc) if dataclasses.is_dataclass(sc) else getattr(sc, "__dict__", str(sc))
-        return {"scenario": scenario, "agents": self.agents,
+        return {"scenario": scenario, "seed": self.state.seed, "agents": self.agents,
                 "turns": [{"role": t.role, "text": t.text, "invalid": t.invalid, "phase": t.phase}
                           for t in self.state.turns],
                 "end": self.state.end_reason, "outcome": self.outcome}
 
 
-def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: int = 1000) -> list[Episode]:
+def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: int = 1000,
+         seeds: Sequence[int] | None = None) -> list[Episode]:
     """Play one game per scenario with `agents[role]` speaking for each role; returns the finished Episodes.
 
+    seeds: one per scenario, each game's own seed (GameState.seed; e.g. seeds.stream_seed("eval-games", ...)), or
+    None (games without seeds: see the module docstring).
     max_turns guards against a task that never ends a game (a RuntimeError past that many turns in one game).
     """
     missing = [r for r in task.roles if r not in agents]
@@ -53,6 +60,11 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
             raise TypeError(f"the agent for role {role!r} is a {type(agents[role]).__name__}, not an Agent: subclass "
                             "dialogrl.envs.base.Agent (act) or StreamingAgent (submit, busy, advance)")
     states = [task.reset(s) for s in scenarios]
+    if seeds is not None:
+        if len(seeds) != len(states):
+            raise ValueError(f"{len(seeds)} seeds for {len(states)} scenarios: give one seed per game")
+        for state, seed in zip(states, seeds):
+            state.seed = seed
     index = {id(s): i for i, s in enumerate(states)}
     streaming = list({id(a): a for a in agents.values() if isinstance(a, StreamingAgent)}.values())
 

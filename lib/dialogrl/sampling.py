@@ -17,6 +17,8 @@ with position ids that count only real tokens, so every row computes exactly wha
 are prefilled together in one forward pass and their caches are left-padded to the batch's width; columns that no
 row uses any more are trimmed. Each row leaves with its cache (prompt + completion, less the last token, which was
 sampled but never fed back), ready for the dialogue's next turn.
+A row may bring its own random.Random (`add(..., rng=)`): its tokens are then drawn from that stream alone (one
+uniform per token), so it samples the same whatever else is in the batch (dialogrl.seeds, stream "tokens").
 The batch cache's layers (`GrowingLayer`) keep spare columns, so a decoding step writes its new keys and values in
 place rather than copying the whole cache, and prefill passes compute logits only at each row's last position.
 
@@ -26,6 +28,8 @@ engine of `dialogrl.fastdecode` (same interface and results, a fraction of the p
 """
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
@@ -58,13 +62,25 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
-def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
+def sample_categorical(probs: torch.Tensor, rngs: Sequence[random.Random | None] | None = None) -> torch.Tensor:
     """One index per row of `probs` (B, V) (non-negative, unnormalised), by inverse CDF: u ~ U[0, row mass), the
     first index whose cumulative mass exceeds u. The distribution of torch.multinomial(probs, 1), from one uniform
-    draw per row of the global generator; about 15x faster on CPU, where multinomial costs ~11 us per row."""
+    draw per row; about 15x faster on CPU, where multinomial costs ~11 us per row.
+
+    rngs: per row, its own random.Random (the row's token stream, dialogrl.seeds: the row then samples the same in
+    any batch) or None (the global torch generator); rngs=None: every row from the global generator.
+    """
     dtype = torch.float64 if probs.device.type == "cpu" else torch.float32   # MPS has no float64
     cdf = probs.to(dtype).cumsum(-1)                                          # (B, V)
-    u = torch.rand(probs.shape[0], 1, dtype=dtype, device=probs.device) * cdf[:, -1:]
+    if rngs is None:
+        u01 = torch.rand(probs.shape[0], 1, dtype=dtype, device=probs.device)
+    else:
+        u01 = torch.tensor([r.random() if r is not None else math.nan for r in rngs], dtype=torch.float64)[:, None]
+        if None in rngs:                                                      # rows without a stream of their own
+            missing = u01.isnan()
+            u01[missing] = torch.rand(int(missing.sum()), dtype=torch.float64)
+        u01 = u01.to(device=probs.device, dtype=dtype)                       # (B, 1)
+    u = u01 * cdf[:, -1:]
     # a u rounded up to the whole mass would fall past the end: the last index with mass is the cap
     cap = torch.searchsorted(cdf, cdf[:, -1:].contiguous(), right=False)
     return torch.minimum(torch.searchsorted(cdf, u, right=True), cap).squeeze(-1)
@@ -137,14 +153,25 @@ class RowQueue:
         self.queue: list[tuple[Hashable, list[int], CachedPrefix | None]] = []
         self.keys: list[Hashable] = []
         self.prompts: list[list[int]] = []
+        self.rngs: dict[Hashable, random.Random] = {}   # the rows that sample from their own stream, by key
 
     def __len__(self) -> int:
         return len(self.keys) + len(self.queue)
 
-    def add(self, key: Hashable, prompt: Sequence[int], prefix: CachedPrefix | None = None) -> None:
+    def add(self, key: Hashable, prompt: Sequence[int], prefix: CachedPrefix | None = None,
+            rng: random.Random | None = None) -> None:
+        """Queue a row: its key (unique among the batch's rows), prompt ids, an earlier context's cache or None,
+        and the random.Random its tokens are sampled from (None: the global torch generator)."""
         if len(prompt) == 0:
             raise ValueError("empty prompt: a row needs at least one token to predict from")
         self.queue.append((key, list(prompt), prefix))
+        if rng is not None:
+            self.rngs[key] = rng
+
+    def sample(self, logp: torch.Tensor) -> torch.Tensor:
+        """One token per live row from its log-probs (B, V), each from the row's own stream where it has one."""
+        rngs = [self.rngs.get(k) for k in self.keys] if self.rngs else None
+        return sample_categorical(logp.exp(), rngs)                           # (B,)
 
     def _join_due(self) -> bool:
         return bool(self.queue) and (not self.keys or len(self.queue) >= self.join_fraction * len(self.keys))
@@ -242,7 +269,7 @@ class DecodeBatch(RowQueue):
         if not self.keys:
             return []
         logp = self.logprob_fn(self.logits)                                   # (B, V)
-        tok = sample_categorical(logp.exp())                                  # (B,)
+        tok = self.sample(logp)                                               # (B,)
         lp = logp.gather(-1, tok[:, None]).squeeze(-1)
         for b, (t, logprob) in enumerate(zip(tok.tolist(), lp.tolist())):
             self.completions[b].append(t)
@@ -258,6 +285,7 @@ class DecodeBatch(RowQueue):
                                      torch.stack([torch.stack([layer.keys[b][:, real], layer.values[b][:, real]])
                                                   for layer in self.past.layers]))
             finished.append(Finished(self.keys[b], self.completions[b], self.logps[b], cache))
+            self.rngs.pop(self.keys[b], None)
         if not live.all():
             keep = live.nonzero().squeeze(-1)
             kept = keep.tolist()

@@ -177,6 +177,7 @@ class CompoundingCheck:
     reward: str = "per_turn"         # "per_turn" (a reward at every context) or "terminal" (one outcome at the end)
     bound_test: str = "valid"        # "valid" with exact eps; "indicative" with lower bounds of TV (classifier eps)
     n_scenarios: int = 0             # evaluation scenarios per horizon (the pairs behind every gap)
+    pure_quadratic_coef: float = float("nan")  # c of pure H^2 growth at the measured slope (what "quadratic" predicts)
 
     def as_dict(self) -> dict:
         def plain(v):
@@ -348,7 +349,7 @@ def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], 
         aic={"linear": aic_l, "quadratic": aic_q}, bic={"linear": bic_l, "quadratic": bic_q}, verdict=verdict,
         bound_holds=bool(np.all(np.abs(gap) <= r_max * ctx + 1e-12)),
         shift_quadratic_coef=float((Aq @ ctx)[2]), r_max=float(r_max), reward=reward,
-        bound_test="valid" if eps_exact else "indicative", n_scenarios=int(n))
+        bound_test="valid" if eps_exact else "indicative", n_scenarios=int(n), pure_quadratic_coef=float(c_pure))
 
 
 # ------------------------------------------------------------------------------ the returns, played in a game
@@ -365,13 +366,15 @@ def returns_by_horizon(horizons: Sequence[int], task_at: Callable, policy_at: Ca
         so a partner that keeps state between games starts fresh at every horizon.
     scenarios: the evaluation scenarios, the same at every horizon and for both partners (the pairs of the check).
     seat: the policy's role; `metric` is read from that seat (`evaluate.game_rows`).
-    Every cell starts from seed + H (`evaluate.cross_play` reseeds before each), so P and Q see the same sampling
-    noise at a horizon. Returns (returns_p, returns_q, games): per horizon an (n,) array of `metric` per scenario
-    for P and for Q, in scenario order, and every game row with its horizon "H" and counterpart (`labels`).
+    Horizon H evaluates with seed stream_seed("horizons", seed, H) (`evaluate.cross_play`: every game its own seed,
+    keyed by scenario, seat and counterpart). Returns (returns_p, returns_q, games): per horizon an (n,) array of
+    `metric` per scenario for P and for Q, in scenario order, and every game row with its horizon "H" and
+    counterpart (`labels`).
     """
     import pandas as pd
 
     from dialogrl.evaluate import cross_play
+    from dialogrl.seeds import stream_seed
 
     if labels[0] == labels[1]:
         raise ValueError(f"labels must differ; got {labels}")
@@ -380,7 +383,7 @@ def returns_by_horizon(horizons: Sequence[int], task_at: Callable, policy_at: Ca
         task = task_at(H)
         policy = policy_at(H, task)
         games = cross_play(task, {"policy": policy}, {labels[0]: partner_p(), labels[1]: partner_q()}, scenarios,
-                           seats=[seat], seed=seed + H)
+                           seats=[seat], seed=stream_seed("horizons", seed, H))
         for label, out in zip(labels, (returns_p, returns_q)):
             out.append(games.loc[games["counterpart"] == label, metric].to_numpy(dtype=float))
         frames.append(games.assign(H=H))

@@ -120,7 +120,9 @@ TINY_MODELS: dict[str, TinyRecipe] = {
     ),
     "tiny-social-alt": TinyRecipe(
         corpus=social_corpus,
-        corpus_kwargs={"n_dialogues": 7000, "seed": 1, "views": "one", "partners": ["proud", "easygoing"]},
+        # held-out act-reading profiles (envs.heldout: at least MIN_DISTANCE from every training partner); proud and
+        # easygoing, its partners before, lie within it (easygoing has pliant's traits exactly)
+        corpus_kwargs={"n_dialogues": 7000, "seed": 1, "views": "one", "partners": ["prickly", "earnest"]},
         description="Social scenes from another corpus: the partners are the unseen profiles (notebook 02's held-out "
                     "partner model)",
     ),
@@ -201,8 +203,8 @@ def make_model(tok, cfg: TinyConfig):
 
 
 def _bf16_supported() -> bool:
-    if torch.cuda.is_available():
-        return torch.cuda.is_bf16_supported()
+    if torch.cuda.is_available():   # native only: a T4 "supports" bf16 by emulation (see models.resolve_precision)
+        return torch.cuda.is_bf16_supported(including_emulation=False)
     return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
 
 

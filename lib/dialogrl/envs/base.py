@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dialogrl.seeds import stream_seed
+
 
 @dataclass
 class Turn:
@@ -54,9 +56,19 @@ class GameState:
     done: bool = False
     end_reason: str | None = None
     info: dict = field(default_factory=dict)
+    seed: int | None = None      # the game's own seed (rollout.play(..., seeds=...)): its agents' draws key on it
 
     def talk_turns(self) -> list[Turn]:
         return [t for t in self.turns if t.phase == "talk"]
+
+
+def game_key(state: GameState, stream: str, scenario_key=None):
+    """What an agent keys its private draws in this game on (dialogrl.seeds): with a game seed, stream_seed(stream,
+    seed), so every game draws apart, even several games of one scenario; without one, the scenario (`scenario_key`,
+    by default its id), as before games had seeds."""
+    if state.seed is not None:
+        return stream_seed(stream, state.seed)
+    return scenario_key if scenario_key is not None else getattr(state.scenario, "id", 0)
 
 
 class Task:
@@ -88,6 +100,11 @@ class Task:
     def metrics(self, states: Sequence[GameState]) -> dict:
         """Aggregate metrics over finished games (rates, means)."""
         raise NotImplementedError
+
+    def max_reward(self, role: str) -> float:
+        """The largest outcome `reward` a game can give `role`: the ceiling of a method's manipulation check (the
+        room the base leaves is this minus the base's mean reward; `dialogrl.claims`)."""
+        raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no max_reward(role)")
 
     def turn_features(self, state: GameState, role: str) -> dict[str, float]:
         """Numeric features of `state`, read just after a turn, for predicting `role`'s final outcome reward.
@@ -215,18 +232,18 @@ class StreamingAgent(Agent):
 
 @dataclass
 class Population(Agent):
-    """A weighted set of agents; each game draws one member (by its scenario id and the seed) for all its turns."""
+    """A weighted set of agents; each game draws one member (by the seed and the game: `game_key`) for all its turns."""
     members: dict[str, Agent]
     weights: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     name: str = "population"
 
     def pick(self, state: GameState, role: str) -> str:
-        """The member that plays `role` in this game: drawn once per game, reproducibly from (seed, scenario, role)."""
+        """The member that plays `role` in this game: drawn once per game, reproducibly from (seed, game, role)."""
         picks = state.info.setdefault("population", {})
         if role not in picks:
             names = sorted(self.members)
-            rng = random.Random(f"{self.seed}/{getattr(state.scenario, 'id', 0)}/{role}")
+            rng = random.Random(f"{self.seed}/{game_key(state, 'counterpart')}/{role}")
             picks[role] = rng.choices(names, weights=[self.weights.get(n, 1.0) for n in names])[0]
         return picks[role]
 

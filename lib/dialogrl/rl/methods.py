@@ -42,6 +42,11 @@ advantage and the reward (`socialrl_method`):
                     outcome (dynamic weights: the judge's proposal, sanitised)
     socialrl_grpo   the same rewards, a group baseline over the dialogue's total reward instead of the critic
     uniform, manual the socialrl ablations of the weight schedule (1/6 each; the paper's fixed schedule by stage)
+PPO here clips only when it takes several optimizer steps per rollout: TrainConfig.epochs_per_step x minibatches >= 2
+(the notebook's parameters of those names reach TrainConfig.from_params; the Trainer warns for PPO with one step, and
+`<adapter>/clipfrac` shows the clip acting). The value head's learning rate is TrainConfig.critic_lr (the paper:
+1e-5 policy, 2e-5 value). socialrl_grpo takes the same optimizer steps, so socialrl - socialrl_grpo compares the
+advantage (critic + GAE against the group baseline) and nothing else.
 """
 from __future__ import annotations
 
@@ -155,7 +160,7 @@ def socialrl_method(method: str) -> SocialRLMethod:
 
 # ------------------------------------------------------------------------ paper 3: simulator collapse (SCOPE)
 
-SCOPE_METHODS = ("single", "vs", "ensemble", "cotrain", "population")
+SCOPE_METHODS = ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
 
 
 def scope_roles(method: str, simulators: Mapping[str, Agent], lr: float, sim_lr: float | None = None,
@@ -164,6 +169,8 @@ def scope_roles(method: str, simulators: Mapping[str, Agent], lr: float, sim_lr:
     seat holds
 
         single       simulators["single"]: one frozen simulator (a mode-collapsed one, e.g. sampled at low temperature)
+        single_hot   simulators["single_hot"]: the same simulator sampled at the VS simulator's temperature, so that
+                     vs - single_hot is Verbalized Sampling's effect alone (vs - single also changes the temperature)
         vs           simulators["vs"]: the same simulator behind Verbalized Sampling (agents.VerbalizedSampling)
         ensemble     simulators["ensemble"]: a Population of K frozen simulators, one drawn per dialogue
         cotrain      the adapter "simulator", trained at the same time on its own reward (the task's 1 - r), with its
@@ -245,8 +252,9 @@ class SimulatorPool:
 
 
 def reseed_population(role: str):
-    """A Trainer hook for a Population in `role`'s seat (the `ensemble` method): it draws anew each step (its seed
-    becomes the step), since every step's scenario ids start again at 0 and a Population draws by scenario id."""
+    """A Trainer hook for a Population in `role`'s seat (the `ensemble` method): its seed becomes the step. Since
+    every training game has its own seed (`Trainer.scenarios`), a Population draws anew per game without it; the
+    hook only adds the step to the key."""
     def hook(trainer) -> None:
         agent = trainer.agents[role]
         if not hasattr(agent, "members"):

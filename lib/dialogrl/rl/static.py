@@ -226,6 +226,17 @@ class TurnRewardModel:
         return self.score_details(states, roles, texts)[0]
 
 
+def context_rewards(task: Task, policy: LMAgent, contexts: Sequence[Context], reward_model: TurnRewardModel
+                    ) -> np.ndarray:
+    """(N,) Static Context RL's own objective for a frozen policy: the reward model's score of the turn the policy
+    writes in each logged context (one sample each). Held-out contexts (cut from logs the reward model and the
+    trainer never saw) give a method's manipulation check: its mean against the base's on the same contexts."""
+    requests = [ActRequest(task, c.state, c.role, task.view(c.state, c.role)) for c in contexts]
+    said = policy.act(requests)
+    policy.clear_cache()  # the contexts' KV caches (their states never finish)
+    return reward_model.score([c.state for c in contexts], [c.role for c in contexts], [u.text for u in said])
+
+
 # ------------------------------------------------------------------------------------------------- the trainer
 
 @dataclass

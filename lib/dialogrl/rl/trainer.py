@@ -19,22 +19,27 @@ Algorithms (`TrainConfig.algorithm`):
     grpo, rloo   group baselines over each scenario group; one advantage per (dialogue, role), on all its turns.
     ppo          a critic: a value head V(s_t) on the role's model, read at the last prompt token of each of its
                  turns; turn-level GAE over the role's turns propagates the outcome (and any per-turn reward) to
-                 every turn; clipped value loss.
+                 every turn; clipped value loss; the value head's own learning rate (`critic_lr`). The clip acts only
+                 from a rollout's second optimizer step on: PPO takes epochs_per_step x minibatches >= 2 of them
+                 (the Trainer warns otherwise), `<adapter>/clipfrac` says how often it acted.
 
 Scale-out uses accelerate: launched as N processes, each process plays its share of the step's scenario groups and
 the trainable parameters' gradients are averaged over processes (all-reduce, as DDP does) before every optimizer
 step, so all processes keep identical weights. On GPUs: `accelerate launch --multi_gpu --num_processes N script.py`.
 On CPUs the same command (or `torchrun --nproc_per_node N`) runs N gloo processes: accelerate 1.15's `--cpu` flag
 starts several processes only through mpirun, and the trainer already keeps a CPU model on the CPU.
-Mixed precision is autocast (bf16 / fp16).
+Mixed precision is autocast (bf16 / fp16, the latter with loss scaling); bf16 becomes fp16, with a warning, on a GPU
+without bfloat16 (`models.resolve_precision`).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import random
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -44,11 +49,12 @@ import torch
 
 from dialogrl.agents import LMAgent
 from dialogrl.envs.base import Agent, Task
-from dialogrl.models import adapter_parameters, base_model, use_adapter
+from dialogrl.models import HALF_DTYPES, adapter_parameters, base_model, resolve_precision, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
 from dialogrl.rl.losses import explained_variance, kl_k3, policy_loss, value_loss
 from dialogrl.rollout import Episode, play
 from dialogrl.run import progress as run_progress
+from dialogrl.seeds import eval_seeds, stream_seed
 from dialogrl.tokens import masked_mean, pad, token_logprobs, token_logprobs_and_entropy
 
 # the allowed values of TrainConfig's choice fields (notebooks check their parameters with OneOf(*ALGORITHMS), ...)
@@ -94,8 +100,12 @@ class TrainConfig:
                                       # False: the head reads the policy's features detached
     value_clip: float | None = 0.2    # ppo: clip range of the value loss, reward units (None: unclipped)
     whiten_advantages: bool = True    # ppo: normalise the GAE advantages over the path's batch
+    critic_lr: float | None = None    # ppo: learning rate of the value head (None: the role's lr; SocialRL: 2 x lr)
     epochs_per_step: int = 1          # passes over each rollout (ratios move away from 1 after the first)
-    minibatch_turns: int = 64         # turns per forward/backward chunk (gradient accumulation)
+    minibatches: int = 1              # optimizer steps per epoch: each pass shuffles the rollout's games (a role's
+                                      # turns of one game stay together) into this many minibatches. PPO clips only
+                                      # when epochs_per_step * minibatches >= 2: with one step every ratio is 1
+    minibatch_turns: int = 64         # turns per forward/backward chunk (gradient accumulation inside a minibatch)
     lr_schedule: str = "constant"     # constant | linear (decays to 0 at `steps`)
     warmup_steps: int = 0             # linear warmup of the learning rate
     max_new_tokens: int = 48          # per turn
@@ -122,12 +132,27 @@ class TrainConfig:
         for name, allowed in CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(allowed)}")
-        for name in ("steps", "scenarios_per_step", "group_size", "epochs_per_step", "minibatch_turns"):
+        for name in ("steps", "scenarios_per_step", "group_size", "epochs_per_step", "minibatches", "minibatch_turns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be >= 1")
         for name in ("gamma", "lam"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be in [0, 1]")
+        if self.critic_lr is not None and not self.critic_lr > 0:
+            raise ValueError(f"critic_lr={self.critic_lr!r}: must be > 0 (or None: the role's lr)")
+
+    @property
+    def optimizer_steps(self) -> int:
+        """Optimizer steps per rollout and path: epochs_per_step x minibatches. Only the first sees ratios of 1."""
+        return self.epochs_per_step * self.minibatches
+
+    def warn_unclipped(self) -> None:
+        """Warn when algorithm="ppo" takes one optimizer step per rollout: every ratio is then exactly 1, the clip
+        range never acts, and the update is an advantage-weighted policy gradient with a critic, not PPO's."""
+        if self.algorithm == "ppo" and self.optimizer_steps == 1:
+            warnings.warn("algorithm='ppo' with epochs_per_step=1 and minibatches=1: one optimizer step per rollout, "
+                          "so every importance ratio is 1 and clip_eps never acts (clipfrac stays 0). PPO as papers "
+                          "run it takes several: set epochs_per_step >= 2 or minibatches >= 2", stacklevel=2)
 
 
 @dataclass
@@ -218,11 +243,18 @@ class Trainer:
         self.critics = {a: ValueHead(hidden).to(dev) for a in self.paths} if cfg.algorithm == "ppo" else {}
         self.optimizers, self.schedulers = {}, {}
         for adapter, path_roles in self.paths.items():
-            params = list(adapter_parameters(self.model, adapter).values())
+            lr = self.roles[path_roles[0]].lr
+            # param group 0: the adapter (the role's lr); group 1, with ppo: the value head (critic_lr)
+            groups = [{"params": list(adapter_parameters(self.model, adapter).values()), "lr": lr}]
             if adapter in self.critics:
-                params += list(self.critics[adapter].parameters())
-            self.optimizers[adapter] = torch.optim.AdamW(params, lr=self.roles[path_roles[0]].lr, weight_decay=0.0)
+                groups.append({"params": list(self.critics[adapter].parameters()),
+                               "lr": lr if cfg.critic_lr is None else cfg.critic_lr})
+            self.optimizers[adapter] = torch.optim.AdamW(groups, lr=lr, weight_decay=0.0)
             self.schedulers[adapter] = torch.optim.lr_scheduler.LambdaLR(self.optimizers[adapter], self._lr_factor)
+        # fp16 autocast needs loss scaling (small gradients underflow in float16); a disabled scaler passes through
+        self.scaler = torch.amp.GradScaler(dev.type, enabled=self._precision() == "fp16")
+        if self.paths:
+            cfg.warn_unclipped()
 
     def _lr_factor(self, step: int) -> float:
         cfg = self.config
@@ -231,19 +263,25 @@ class Trainer:
         return warm * decay
 
     # ------------------------------------------------------------------------------------------- rollout
-    def scenarios(self, step: int) -> tuple[list, list[int]]:
-        """This process's share of the step's scenarios, each repeated group_size times, and their group ids."""
+    def scenarios(self, step: int) -> tuple[list, list[int], list[int]]:
+        """This process's share of the step's scenarios, each repeated group_size times, their group ids, and each
+        dialogue's game seed (dialogrl.seeds). Scenario ids run on over the steps (step * scenarios_per_step + i),
+        unique over the run; every dialogue of a group has its own seed, stream_seed("train-games", seed, step,
+        index in the step), the same however many processes share the step."""
         cfg, acc = self.config, self.accelerator
-        base = self.task.sample_scenarios(cfg.scenarios_per_step, seed=1_000_000 + cfg.seed * 10_007 + step)
-        mine = list(range(len(base)))[acc.process_index::acc.num_processes]
-        scenarios = [base[g] for g in mine for _ in range(cfg.group_size)]
-        groups = [g for g in mine for _ in range(cfg.group_size)]
-        return scenarios, groups
+        n, k = cfg.scenarios_per_step, cfg.group_size
+        drawn = self.task.sample_scenarios(n, seed=stream_seed("train-scenarios", cfg.seed, step))
+        base = [_with_id(sc, step * n + i) for i, sc in enumerate(drawn)]
+        mine = list(range(n))[acc.process_index::acc.num_processes]
+        scenarios = [base[g] for g in mine for _ in range(k)]
+        groups = [g for g in mine for _ in range(k)]
+        seeds = [stream_seed("train-games", cfg.seed, step, g * k + j) for g in mine for j in range(k)]
+        return scenarios, groups, seeds
 
     def rollout(self, step: int) -> tuple[list[Episode], list[int]]:
-        scenarios, groups = self.scenarios(step)
+        scenarios, groups, seeds = self.scenarios(step)
         self.model.eval()
-        return play(self.task, self.agents, scenarios), groups
+        return play(self.task, self.agents, scenarios, seeds=seeds), groups
 
     def _role_turns(self, episode: Episode, role: str) -> tuple[list, list[float]]:
         """The role's LM turns and their rewards: per-turn rewards (if any) plus the outcome on the last of them."""
@@ -308,15 +346,19 @@ class Trainer:
         return out
 
     # -------------------------------------------------------------------------------------------- update
-    def _autocast(self):
+    def _precision(self) -> str:
+        """The update's autocast precision: no | bf16 | fp16 (bf16 becomes fp16 on a GPU without it)."""
         precision = self.config.mixed_precision
         if precision == "no":  # `accelerate launch --mixed_precision bf16` sets this; an Accelerator that another
             # trainer created earlier in this process (e.g. a warm start's) must not switch it on
             precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
-        if precision not in ("bf16", "fp16"):
+        return resolve_precision(precision, self.accelerator.device) if precision in HALF_DTYPES else "no"
+
+    def _autocast(self):
+        precision = self._precision()
+        if precision == "no":
             return contextlib.nullcontext()
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-        return torch.autocast(device_type=self.accelerator.device.type, dtype=dtype)
+        return torch.autocast(device_type=self.accelerator.device.type, dtype=HALF_DTYPES[precision])
 
     def _forward(self, batch: list[Sample], pack: bool = True, hidden_only: bool = False):
         """One forward pass over `batch` laid out as packed rows (see `_chains`): a row is the last member's prompt
@@ -404,18 +446,25 @@ class Trainer:
 
     def update(self, adapter: str, samples: list[Sample]) -> dict:
         """One update of one path: clipped surrogate (+ value loss, + k3 KL to the base model, - entropy bonus)
-        over its own tokens only; gradients accumulate over chunks of `minibatch_turns` turns.
+        over its own tokens only. `epochs_per_step` passes over the rollout, each split into `minibatches` shuffled
+        minibatches of whole games (one optimizer step each; `_minibatches`); inside a minibatch gradients
+        accumulate over chunks of `minibatch_turns` turns. The loss of a minibatch is its token mean over every
+        process's share of it. Only the first optimizer step sees ratios of exactly 1.
 
-        Returns the path's stats, token-weighted means over the step's epochs: loss, clipfrac, approx_kl, ratio
-        (see losses.policy_loss), kl; with ppo value_loss, value and explained_variance (of V_old for the returns
-        G over the path's batch, before the update); entropy with entropy_coef; lr."""
+        Returns the path's stats, token-weighted means over this process's samples, averaged over the epochs: loss,
+        clipfrac, approx_kl, ratio (see losses.policy_loss; every minibatch counts, so with one optimizer step per
+        rollout clipfrac and approx_kl are 0), kl; with ppo value_loss, value, explained_variance (of V_old for the
+        returns G over the path's batch, before the update) and critic_lr; entropy with entropy_coef; lr."""
         cfg, acc = self.config, self.accelerator
         use_adapter(self.model, adapter)
         self.model.train()
         opt = self.optimizers[adapter]
         n_tokens = sum(len(s.completion_ids) for s in samples)
-        total_tokens = int(acc.reduce(torch.tensor(n_tokens, device=acc.device), reduction="sum")) \
-            if acc.num_processes > 1 else n_tokens
+
+        def global_sum(n: int) -> int:   # every process calls it equally often: the same optimizer steps everywhere
+            return int(acc.reduce(torch.tensor(n, device=acc.device), reduction="sum")) \
+                if acc.num_processes > 1 else n
+
         # per path and step: token-weighted means over the chunks, averaged over the epochs (PPO's diagnostics
         # approx_kl, clipfrac and the critic's explained_variance as CleanRL logs them; see losses.policy_loss)
         stats = {"loss": 0.0, "clipfrac": 0.0, "approx_kl": 0.0, "ratio": 0.0, "kl": 0.0}
@@ -426,56 +475,68 @@ class Trainer:
         if cfg.entropy_coef:
             stats["entropy"] = 0.0
         params = [p for g in opt.param_groups for p in g["params"]]
-        if total_tokens == 0:
+        if global_sum(n_tokens) == 0:
             return stats
-        for _ in range(cfg.epochs_per_step):
-            opt.zero_grad(set_to_none=True)
-            for idx in _chunk_chains(samples, cfg.minibatch_turns):
-                chunk = [samples[i] for i in idx]
-                res = self.token_logprobs(chunk, adapter, with_entropy=bool(cfg.entropy_coef))
-                logp, old, mask = res["logp"], res["old"], res["mask"]
-                adv = torch.zeros_like(logp)
-                segments = torch.full_like(logp, -1, dtype=torch.long)
-                for b, s in enumerate(chunk):
-                    adv[b] = s.advantage
-                    segments[b] = b
-                weight = mask.sum().item() / total_tokens      # token-mean over the whole rollout
-                loss, st = policy_loss(logp, old, adv, mask, clip_eps=cfg.clip_eps, clip_eps_high=cfg.clip_eps_high,
-                                       level=cfg.ratio_level, segments=segments)
-                if "value" in res:
-                    v_old = torch.tensor([s.value for s in chunk], device=logp.device)
-                    ret = torch.tensor([s.ret for s in chunk], device=logp.device)
-                    vl = value_loss(res["value"], v_old, ret, torch.ones_like(ret), clip_eps=cfg.value_clip)
-                    loss = loss + cfg.vf_coef * vl
-                    stats["value_loss"] += vl.item() * weight
-                    stats["value"] += res["value"].mean().item() * weight
-                if cfg.kl_coef:
-                    with torch.no_grad(), base_model(self.model):  # token_logprobs autocasts itself
-                        ref = self.token_logprobs(chunk)["logp"]
-                    kl = masked_mean(kl_k3(logp, ref), mask)
-                    loss = loss + cfg.kl_coef * kl
-                    stats["kl"] += kl.item() * weight
-                if cfg.entropy_coef:
-                    ent = masked_mean(res["entropy"], mask)
-                    loss = loss - cfg.entropy_coef * ent
-                    stats["entropy"] += ent.item() * weight
-                (loss * weight).backward()
-                stats["loss"] += loss.item() * weight
-                for n in ("clipfrac", "approx_kl", "ratio"):
-                    stats[n] += st[n] * weight
-            self._sync_gradients(params)
-            # the policy's and the critic's gradients are clipped apart: a value loss in reward units squared
-            # would otherwise set the joint norm and shrink the policy's step
-            head = set(self.critics[adapter].parameters()) if adapter in self.critics else set()
-            torch.nn.utils.clip_grad_norm_([p for p in params if p not in head], cfg.max_grad_norm)
-            if head:
-                torch.nn.utils.clip_grad_norm_(list(head), cfg.max_grad_norm)
-            opt.step()
+        head = set(self.critics[adapter].parameters()) if adapter in self.critics else set()
+        for epoch in range(cfg.epochs_per_step):
+            # the minibatch split's own stream (dialogrl.seeds), keyed by what it is for: a resumed run replays it
+            rng = random.Random(stream_seed("minibatches", cfg.seed, self.step_count, adapter, epoch))
+            for mb in _minibatches(samples, cfg.minibatches, rng):
+                mb_tokens = global_sum(sum(len(samples[i].completion_ids) for i in mb))
+                if mb_tokens == 0:
+                    continue
+                opt.zero_grad(set_to_none=True)
+                batch = [samples[i] for i in mb]
+                for idx in _chunk_chains(batch, cfg.minibatch_turns):
+                    chunk = [batch[i] for i in idx]
+                    res = self.token_logprobs(chunk, adapter, with_entropy=bool(cfg.entropy_coef))
+                    logp, old, mask = res["logp"], res["old"], res["mask"]
+                    adv = torch.zeros_like(logp)
+                    segments = torch.full_like(logp, -1, dtype=torch.long)
+                    for b, s in enumerate(chunk):
+                        adv[b] = s.advantage
+                        segments[b] = b
+                    weight = mask.sum().item() / mb_tokens        # the loss: token mean over the minibatch
+                    share = mask.sum().item() / n_tokens          # the stats: token mean over this process's rollout
+                    loss, st = policy_loss(logp, old, adv, mask, clip_eps=cfg.clip_eps,
+                                           clip_eps_high=cfg.clip_eps_high, level=cfg.ratio_level, segments=segments)
+                    if "value" in res:
+                        v_old = torch.tensor([s.value for s in chunk], device=logp.device)
+                        ret = torch.tensor([s.ret for s in chunk], device=logp.device)
+                        vl = value_loss(res["value"], v_old, ret, torch.ones_like(ret), clip_eps=cfg.value_clip)
+                        loss = loss + cfg.vf_coef * vl
+                        stats["value_loss"] += vl.item() * share
+                        stats["value"] += res["value"].mean().item() * share
+                    if cfg.kl_coef:
+                        with torch.no_grad(), base_model(self.model):  # token_logprobs autocasts itself
+                            ref = self.token_logprobs(chunk)["logp"]
+                        kl = masked_mean(kl_k3(logp, ref), mask)
+                        loss = loss + cfg.kl_coef * kl
+                        stats["kl"] += kl.item() * share
+                    if cfg.entropy_coef:
+                        ent = masked_mean(res["entropy"], mask)
+                        loss = loss - cfg.entropy_coef * ent
+                        stats["entropy"] += ent.item() * share
+                    self.scaler.scale(loss * weight).backward()
+                    stats["loss"] += loss.item() * share
+                    for n in ("clipfrac", "approx_kl", "ratio"):
+                        stats[n] += st[n] * share
+                self._sync_gradients(params)
+                self.scaler.unscale_(opt)   # fp16: true gradients before clipping (else a no-op)
+                # the policy's and the critic's gradients are clipped apart: a value loss in reward units squared
+                # would otherwise set the joint norm and shrink the policy's step
+                torch.nn.utils.clip_grad_norm_([p for p in params if p not in head], cfg.max_grad_norm)
+                if head:
+                    torch.nn.utils.clip_grad_norm_(list(head), cfg.max_grad_norm)
+                self.scaler.step(opt)       # fp16: skipped when a gradient overflowed (the same on every process)
+                self.scaler.update()
         self.schedulers[adapter].step()
         self.model.eval()
-        stats["lr"] = self.schedulers[adapter].get_last_lr()[0]
-        return {k: (v / cfg.epochs_per_step if k not in ("lr", "explained_variance") else v)
-                for k, v in stats.items()}
+        out = {k: (v / cfg.epochs_per_step if k != "explained_variance" else v) for k, v in stats.items()}
+        out["lr"] = self.schedulers[adapter].get_last_lr()[0]
+        if head:
+            out["critic_lr"] = self.schedulers[adapter].get_last_lr()[1]
+        return out
 
     # ---------------------------------------------------------------------------------------------- loop
     def step(self) -> dict:
@@ -502,6 +563,8 @@ class Trainer:
                 metrics[f"{adapter}/{n}"] = v
         metrics["time/update_s"] = time.perf_counter() - t0
         metrics.update({f"zero_std_group_pct/{r}": 100 * v for r, v in self.zero_std.items()})
+        if hasattr(self.turn_rewards, "step_metrics"):   # a judge's failures this step (rewards.ProcessReward)
+            metrics.update(self.turn_rewards.step_metrics())
         self.step_count += 1
         return self._mean_over_processes(metrics)
 
@@ -672,6 +735,32 @@ def _chunk_chains(samples: list[Sample], size: int) -> list[list[int]]:
     return chunks
 
 
+def _minibatches(samples: list[Sample], n: int, rng: random.Random) -> list[list[int]]:
+    """Indices of `samples` in `n` minibatches (PPO's minibatches: one optimizer step each) of whole chains
+    (`_chains`: a role's turns of one game), the chains shuffled by `rng` and dealt out in turns of about equal
+    count; each minibatch keeps the samples' order, so its chains pack as before. n = 1: every sample, unshuffled.
+    With fewer chains than n, some minibatches are empty (still returned: every process takes the same steps)."""
+    if n == 1:
+        return [list(range(len(samples)))]
+    chains = _chains(samples)
+    rng.shuffle(chains)
+    bounds = np.linspace(0, len(samples), n + 1)   # cut the shuffled turns into n parts at whole chains
+    out: list[list[int]] = [[] for _ in range(n)]
+    done = 0
+    for c in chains:
+        k = min(int(np.searchsorted(bounds, done + len(c) / 2, side="right")) - 1, n - 1)
+        out[k] += c
+        done += len(c)
+    return [sorted(m) for m in out]
+
+
+def _with_id(scenario, scenario_id: int):
+    """The scenario with another id (a dataclass with an `id` field; any other scenario as it is)."""
+    if dataclasses.is_dataclass(scenario) and any(f.name == "id" for f in fields(scenario)):
+        return dataclasses.replace(scenario, id=scenario_id)
+    return scenario
+
+
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
     """The checkpoint of the highest step under checkpoint_dir (folders step-NNNNNN), or None."""
     found = sorted(Path(checkpoint_dir).glob("step-*/trainer.pt"))
@@ -684,27 +773,30 @@ def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list |
     """An eval_fn for Trainer.train: the role's current policy against each held-out counterpart, frozen.
 
     Plays `scenarios` (or, a mapping, each member's own scenarios: e.g. scenarios that name the member's profile)
-    against every panel member (the policy in `role`'s seat) with a fixed sampling seed, and
-    restores the global RNG state afterwards so evaluation never changes the training run. Returns per
+    against every panel member (the policy in `role`'s seat), each game from its own seed, stream_seed("eval-games",
+    seed, scenario id, role, member), so every evaluation draws the same random numbers; it touches no global RNG,
+    and restores every global RNG state (python, numpy, torch, CUDA) anyway, so evaluation never changes the
+    training run, whatever its counterparts do. Returns per
     counterpart the policy's mean of each of `metrics` (columns of `evaluate.game_rows`), and their means over the
     panel (`panel/<metric>`); with `measures`, also `panel/<name>` of measures(all the panel's games) (e.g. the
     diversity of what the policy said).
     """
     from dialogrl.evaluate import game_rows
-    from dialogrl.run import seed_everything
 
     def evaluate(trainer: Trainer) -> dict:
         spec = trainer.roles[role]
         policy = LMAgent(trainer.model, trainer.tokenizer, adapter=spec.adapter, name="policy",
                          max_new_tokens=trainer.config.max_new_tokens, temperature=trainer.config.temperature)
-        saved = (random.getstate(), np.random.get_state(), torch.get_rng_state())
+        cuda = torch.cuda.is_available()
+        saved = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+                 torch.cuda.get_rng_state_all() if cuda else None)
         out: dict[str, float] = {}
         played: list[Episode] = []
         try:
             for name, agent in panel.items():
-                seed_everything(seed)
                 mine = scenarios[name] if isinstance(scenarios, Mapping) else scenarios
-                episodes = play(task, {role: policy, task.other(role): agent}, mine)
+                agents = {role: policy, task.other(role): agent}
+                episodes = play(task, agents, mine, seeds=eval_seeds(seed, mine, role, name))
                 played += episodes
                 rows = game_rows(task, episodes, role)
                 for metric in metrics:
@@ -713,6 +805,8 @@ def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list |
             random.setstate(saved[0])
             np.random.set_state(saved[1])
             torch.set_rng_state(saved[2])
+            if cuda:
+                torch.cuda.set_rng_state_all(saved[3])
         for metric in metrics:
             out[f"panel/{metric}"] = float(np.mean([out[f"{n}/{metric}"] for n in panel]))
         if measures is not None:

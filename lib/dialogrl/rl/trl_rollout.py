@@ -56,6 +56,7 @@ nothing.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import warnings
 from collections.abc import Callable, Sequence
@@ -64,6 +65,7 @@ from dataclasses import dataclass
 from dialogrl.agents import LMAgent
 from dialogrl.envs.base import Agent, Task, Turn
 from dialogrl.rollout import play
+from dialogrl.seeds import stream_seed
 from dialogrl.trl_compat import grpo_trainer_class  # noqa: F401  (re-exported)
 
 SCENARIO_KEY = "scenario"  # the extra key on a prompt's first message that names its scenario
@@ -220,6 +222,7 @@ def make_rollout_func(task: Task, role: str, partner: Agent | dict[str, Agent], 
     if missing:
         raise ValueError(f"no partner agent for role(s) {missing}")
     lookup = _ScenarioLookup(task, role)
+    calls = itertools.count()   # this process's rollout calls: each game's seed is keyed by (call, index)
 
     def rollout_func(prompts: list, trainer) -> dict:
         from trl.models.utils import unwrap_model_for_generation
@@ -230,6 +233,9 @@ def make_rollout_func(task: Task, role: str, partner: Agent | dict[str, Agent], 
                              "repetition_penalty in the GRPOConfig")
         tok = tokenizer if tokenizer is not None else trainer.processing_class
         scenarios = [lookup(p) for p in prompts]
+        # every game its own seed (dialogrl.seeds), also the num_generations copies of one prompt (a GRPO group)
+        call, first = next(calls), trainer.accelerator.process_index * len(prompts)
+        seeds = [stream_seed("train-games", args.seed, call, first + i) for i in range(len(prompts))]
         with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
                                          gather_deepspeed3_params=args.ds3_gather_for_generation) as model:
             was_training = model.training
@@ -237,7 +243,7 @@ def make_rollout_func(task: Task, role: str, partner: Agent | dict[str, Agent], 
             try:
                 policy = _PolicyAgent(model, tok, name="policy", max_new_tokens=max_new_tokens,
                                       temperature=args.temperature, top_p=args.top_p, select_by_likelihood=False)
-                episodes = play(task, {role: policy, **partners}, scenarios)
+                episodes = play(task, {role: policy, **partners}, scenarios, seeds=seeds)
             finally:
                 model.train(was_training)
 

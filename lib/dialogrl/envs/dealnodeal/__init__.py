@@ -8,9 +8,11 @@ from dialogrl.envs.dealnodeal.personas import (
                                                PERSONAS,
                                                UNSEEN_PERSONAS,
                                                Persona,
+                                               Reciprocal,
                                                ScriptedAgent,
                                                aspiration,
                                                persona_population,
+                                               traits,
 )
 from dialogrl.envs.dealnodeal.selection import SelectionClassifier
 from dialogrl.envs.dealnodeal.task import (
@@ -36,8 +38,8 @@ from dialogrl.envs.dealnodeal.task import (
                                                value_vectors,
 )
 
-__all__ = ["ALL_PERSONAS", "PERSONAS", "UNSEEN_PERSONAS", "Persona", "ScriptedAgent", "aspiration",
-           "persona_population", "SelectionClassifier", "ITEMS", "POOL_FREQUENCIES", "PROTOCOLS", "SELECTION_TOKEN",
-           "TOTAL_VALUE", "DealOrNoDeal", "DondScenario", "all_splits", "complement", "count_vectors", "describe",
-           "is_pareto_optimal", "marker", "parse_offer", "parse_selection", "sample_scenario", "split_value",
-           "valid_values", "value_pairs", "value_vectors"]
+__all__ = ["ALL_PERSONAS", "PERSONAS", "UNSEEN_PERSONAS", "Persona", "Reciprocal", "ScriptedAgent", "aspiration",
+           "persona_population", "traits", "SelectionClassifier", "ITEMS", "POOL_FREQUENCIES", "PROTOCOLS",
+           "SELECTION_TOKEN", "TOTAL_VALUE", "DealOrNoDeal", "DondScenario", "all_splits", "complement",
+           "count_vectors", "describe", "is_pareto_optimal", "marker", "parse_offer", "parse_selection",
+           "sample_scenario", "split_value", "valid_values", "value_pairs", "value_vectors"]

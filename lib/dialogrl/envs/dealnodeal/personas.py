@@ -3,15 +3,21 @@
 A `ScriptedAgent` plays one `Persona`: it proposes, concedes and accepts by explicit rules over its own private
 values and the public history (offer protocol), and speaks through a small template language with varied phrasing.
 `persona_population` is a Population of them, one drawn per game.
+
+Two rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.envs.heldout):
+  aspiration-concession   `Persona`: the clock (talk progress) sets its demand; every persona of the corpus
+  tit-for-tat             `Reciprocal` (held out): the partner's concessions set its demand, the clock does not
 """
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key
 from dialogrl.envs.dealnodeal.task import ITEMS, DealOrNoDeal, all_splits, complement, describe, marker, split_value
+from dialogrl.envs.heldout import Traits
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,25 @@ class Persona:
     style: str = "plain"  # phrasing: "plain" or "casual"
 
 
+@dataclass(frozen=True)
+class Reciprocal:
+    """A behaviour-dependent negotiator (Faratin et al. 1998's imitative tactics: relative tit-for-tat), another
+    rule family than Persona's: it reads the partner's concessions, not the clock.
+
+    Its demand starts at 10 * `opening` and falls by `reciprocity` times what the partner has conceded to it so far
+    (the value to it of the partner's best proposal minus that of the partner's first), never below 10 * `floor`:
+    it never concedes to a partner that does not. It accepts a standing proposal worth at least its demand, and on
+    its last chance anything worth 10 * `floor`; on its last turn it ends a worse one with [no deal]. Its proposals
+    are Persona's (the share the partner seems to want most among those worth its demand); `talk` and `style` as
+    in Persona."""
+    name: str
+    opening: float
+    floor: float
+    reciprocity: float = 1.0
+    talk: float = 0.3
+    style: str = "plain"
+
+
 PERSONAS: dict[str, Persona] = {p.name: p for p in [
     Persona("greedy", start=1.0, end=0.6, beta=2.0),
     Persona("fair", start=0.6, end=0.5, beta=1.0, margin=0.5),
@@ -45,11 +70,43 @@ PERSONAS: dict[str, Persona] = {p.name: p for p in [
     Persona("conceder", start=0.8, end=0.2, beta=0.3, margin=0.5, talk=0.5),
 ]}
 # Personas that no part of the pipeline has seen: the warm-start corpus (`dond_corpus`) and the default populations
-# draw from PERSONAS only, so these are held out from the warm start as well as from RL. Parameters unlike any above.
-UNSEEN_PERSONAS: dict[str, Persona] = {p.name: p for p in [
+# draw from PERSONAS only, so these are held out from the warm start as well as from RL. Held out by
+# dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every persona above): `firm` (0.46 from stubborn:
+# takes 8 of 10 at any time, never less), `deadline` (0.34 from boulware: opens modest, holds, then takes almost
+# anything at the deadline) and `reciprocal` (another family). `haggler` is unseen but 0.13 from greedy: not held out.
+UNSEEN_PERSONAS: dict[str, Persona | Reciprocal] = {p.name: p for p in [
     Persona("haggler", start=0.85, end=0.45, beta=2.5, margin=0.3, noise=0.1, talk=0.4),
+    Persona("firm", start=1.0, end=0.8, beta=8.0, margin=2.0, talk=0.2),
+    Persona("deadline", start=0.6, end=0.1, beta=8.0, margin=1.0, talk=0.4, style="casual"),
+    Reciprocal("reciprocal", opening=0.8, floor=0.4, reciprocity=1.0),
 ]}
-ALL_PERSONAS: dict[str, Persona] = {**PERSONAS, **UNSEEN_PERSONAS}
+ALL_PERSONAS: dict[str, Persona | Reciprocal] = {**PERSONAS, **UNSEEN_PERSONAS}
+
+# What each family's rule reads, and each number's range (dialogrl.envs.heldout scales differences by it): beta on a
+# log2 scale (0.25 concedes at once .. 8 at the very end), margin in points of 10, noise a probability.
+TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "aspiration-concession": {"start": (0.0, 1.0), "end": (0.0, 1.0), "log2_beta": (-2.0, 3.0),
+                              "margin": (0.0, 2.0), "noise": (0.0, 1.0)},
+    "tit-for-tat": {"opening": (0.0, 1.0), "floor": (0.0, 1.0), "reciprocity": (0.0, 2.0)},
+}
+
+
+def rule_family(p: Persona | Reciprocal) -> str:
+    """The family of a persona's decision rule: what it reads (module docstring)."""
+    return "tit-for-tat" if isinstance(p, Reciprocal) else "aspiration-concession"
+
+
+def trait_vector(p: Persona | Reciprocal) -> dict[str, float]:
+    """The numbers a persona's decision rule reads (`talk` and `style` shape only its words)."""
+    if isinstance(p, Reciprocal):
+        return {"opening": p.opening, "floor": p.floor, "reciprocity": p.reciprocity}
+    return {"start": p.start, "end": p.end, "log2_beta": math.log2(p.beta), "margin": p.margin, "noise": p.noise}
+
+
+def traits(p: Persona | Reciprocal | str) -> Traits:
+    """A persona (or its name in ALL_PERSONAS) as dialogrl.envs.heldout compares it."""
+    p = ALL_PERSONAS[p] if isinstance(p, str) else p
+    return Traits(rule_family(p), trait_vector(p), TRAIT_RANGES[rule_family(p)])
 
 _PHRASES = {
     "plain": {
@@ -81,11 +138,11 @@ def aspiration(p: Persona, progress: float) -> float:
 
 class ScriptedAgent(Agent):
     """A scripted Deal or No Deal negotiator playing one Persona (offer protocol; a name from PERSONAS or
-    UNSEEN_PERSONAS). Each utterance draws from its own RNG, seeded by (seed, scenario, role, turn): a game plays
-    the same whatever else is in the batch and however many games the agent played before (no state between
-    evaluation cells)."""
+    UNSEEN_PERSONAS). Each utterance draws from its own RNG, seeded by (seed, game, role, turn), the game being its
+    seed (`game_key`) or, without one, its scenario: a game plays the same whatever else is in the batch and however
+    many games the agent played before (no state between evaluation cells)."""
 
-    def __init__(self, persona: Persona | str, seed: int = 0):
+    def __init__(self, persona: Persona | Reciprocal | str, seed: int = 0):
         if isinstance(persona, str) and persona not in ALL_PERSONAS:
             raise ValueError(f"unknown persona {persona!r}; personas: {', '.join(ALL_PERSONAS)}")
         self.persona = ALL_PERSONAS[persona] if isinstance(persona, str) else persona
@@ -99,11 +156,14 @@ class ScriptedAgent(Agent):
         if state.info.get("phase") == "select":
             raise ValueError("scripted personas play the offer protocol only")
         p = self.persona
-        # the scenario's content, not only its id: training steps reuse ids 0..n-1 for new scenarios
-        rng = random.Random(f"{self.seed}/{state.scenario!r}/{role}/{len(state.turns)}")
+        # the game's seed; without one, the scenario's content (not only its id: scenarios drawn apart share ids)
+        key = game_key(state, "counterpart", repr(state.scenario))
+        rng = random.Random(f"{self.seed}/{key}/{role}/{len(state.turns)}")
         counts, values = state.scenario.counts, state.scenario.values[task.roles.index(role)]
         n = len(state.talk_turns())
         last_chance = n >= task.max_turns - 2   # the partner may not get to answer a proposal after this one
+        if isinstance(p, Reciprocal):
+            return self._reciprocate(p, task, state, role, rng, last_chance)
         a = aspiration(p, n / max(task.max_turns - 1, 1))
         standing = state.info.get("offer")
         offered = None
@@ -126,6 +186,27 @@ class ScriptedAgent(Agent):
             order = sorted(range(3), key=lambda i: values[i])
             kind, i = ("like", order[-1]) if rng.random() < 0.6 else ("dislike", order[0])
             talk = rng.choice(phrases[kind]).format(item=ITEMS[i])
+        return self._propose(rng, share, counts, phrases, reject=offered is not None, talk=talk)
+
+    def _reciprocate(self, p: Reciprocal, task: DealOrNoDeal, state: GameState, role: str, rng: random.Random,
+                     last_chance: bool) -> str:
+        """A Reciprocal's turn: accept, end, or propose at its demand (see Reciprocal)."""
+        counts, values = state.scenario.counts, state.scenario.values[task.roles.index(role)]
+        demand = reciprocal_demand(p, state, role, values, counts)
+        standing = state.info.get("offer")
+        offered = None
+        if standing is not None and standing[0] != role:
+            offered = split_value(values, complement(counts, standing[1]))
+        phrases = _PHRASES[p.style]
+        if offered is not None and (offered >= demand - 1e-9 or (last_chance and offered >= 10 * p.floor)):
+            return f"{rng.choice(phrases['accept'])} [accept]"
+        if len(state.talk_turns()) >= task.max_turns - 1 and offered is not None and offered < 10 * p.floor:
+            return f"{rng.choice(phrases['no_deal'])} [no deal]"
+        share = self._choose_share(rng, counts, values, demand / 10, state, role)
+        talk = ""
+        if p.talk and rng.random() < p.talk:
+            order = sorted(range(3), key=lambda i: values[i])
+            talk = rng.choice(phrases["like"]).format(item=ITEMS[order[-1]])
         return self._propose(rng, share, counts, phrases, reject=offered is not None, talk=talk)
 
     @staticmethod
@@ -153,6 +234,15 @@ class ScriptedAgent(Agent):
 
 
 
+def reciprocal_demand(p: Reciprocal, state: GameState, role: str, values, counts) -> float:
+    """A Reciprocal's demand (points of 10): 10 * opening - reciprocity * the partner's concession so far (the value
+    to `role` of the partner's best valid proposal minus that of its first), at least 10 * floor."""
+    offers = [split_value(values, complement(counts, t.action["share"])) for t in state.talk_turns()
+              if t.role != role and t.invalid is None and t.action and t.action.get("type") == "propose"]
+    conceded = max(offers) - offers[0] if offers else 0.0
+    return max(10 * p.floor, 10 * p.opening - p.reciprocity * conceded)
+
+
 def persona_population(names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
                        seed: int = 0, style: str | None = None) -> Population:
     """A Population of scripted personas (all of PERSONAS by default; UNSEEN_PERSONAS by name), optionally all
@@ -163,6 +253,6 @@ def persona_population(names: Sequence[str] | None = None, weights: dict[str, fl
         raise ValueError(f"unknown persona(s) {unknown}; personas: {', '.join(ALL_PERSONAS)}")
     members = {}
     for i, n in enumerate(names):
-        p = ALL_PERSONAS[n] if style is None else Persona(**{**ALL_PERSONAS[n].__dict__, "style": style})
+        p = ALL_PERSONAS[n] if style is None else replace(ALL_PERSONAS[n], style=style)
         members[n] = ScriptedAgent(p, seed=seed * 1000 + i)
     return Population(members, dict(weights or {}), seed=seed)

@@ -337,6 +337,10 @@ class DealOrNoDeal(Task):
                          "share": deal[role] if deal else None}
         return out
 
+    def max_reward(self, role: str) -> float:
+        """Every item of the pool: each role's values add up to 10."""
+        return 10.0
+
     def metrics(self, states: Sequence[GameState]) -> dict:
         """Rates and means over finished games; `score` is the mean over both roles."""
         outs = [self.outcome(s) for s in states]

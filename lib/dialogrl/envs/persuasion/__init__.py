@@ -9,10 +9,12 @@ from dialogrl.envs.persuasion.personas import (
     PERSUADEE_PERSONAS,
     PERSUADER_PERSONAS,
     UNSEEN_PERSUADEES,
+    AttentivePersuadee,
     PersuadeePersona,
     PersuaderPersona,
     PersuasionAgent,
     persuasion_population,
+    traits,
 )
 from dialogrl.envs.persuasion.strategies import LABELS, STRATEGIES, StrategyClassifier, fit_human_response, hear
 from dialogrl.envs.persuasion.task import (
@@ -25,7 +27,8 @@ from dialogrl.envs.persuasion.task import (
     sample_scenario,
 )
 
-__all__ = ["ALL_PERSUADEES", "HUMAN_FIT", "PERSUADEE_PERSONAS", "PERSUADER_PERSONAS", "UNSEEN_PERSUADEES",
-           "PersuadeePersona", "PersuaderPersona", "PersuasionAgent", "persuasion_population", "LABELS", "STRATEGIES",
+__all__ = ["ALL_PERSUADEES", "HUMAN_FIT", "AttentivePersuadee", "PERSUADEE_PERSONAS", "PERSUADER_PERSONAS",
+           "UNSEEN_PERSUADEES", "PersuadeePersona", "PersuaderPersona", "PersuasionAgent", "persuasion_population",
+           "traits", "LABELS", "STRATEGIES",
            "StrategyClassifier", "fit_human_response", "hear", "PAYMENT", "PERSUADEE_PROFILES", "PersuasionForGood",
            "PersuasionScenario", "donate_marker", "parse_marker", "sample_scenario"]

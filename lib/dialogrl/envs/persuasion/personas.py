@@ -20,15 +20,23 @@ donated amounts. What the data cannot give is designed and stated here: each per
 mean (centred over PERSUADEE_PERSONAS, so that the personas of the corpus average to the human fit), its `base`
 willingness and `cap`, and the held-out personas (UNSEEN_PERSUADEES, not centred) that respond to strategies the
 others do not.
+
+Two persuadee rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`:
+dialogrl.envs.heldout):
+  strategy-logistic   `PersuadeePersona`: the model above, over the strategies it hears (the cue lexicon)
+  uptake              `AttentivePersuadee` (held out): whether the persuader takes up what it says about itself;
+                      it reads nothing of the strategy lexicon but the request itself (when it must decide)
 """
 from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key
+from dialogrl.envs.heldout import Traits
 from dialogrl.envs.persuasion.strategies import STRATEGIES, hear
 from dialogrl.envs.persuasion.task import PERSUADEE_PROFILES, PersuasionForGood, donate_marker
 
@@ -57,6 +65,27 @@ class PersuadeePersona:
     base: float = 0.0
     cap: float = 2.0
     asks_about: str = "what does the charity actually do?"
+
+
+@dataclass(frozen=True)
+class AttentivePersuadee:
+    """A scripted persuadee of another rule family than PersuadeePersona's: it gives to a persuader who listens.
+
+    Each turn it says one thing about itself (`mentions`: a line and the words that show it was heard, matched at
+    word starts), in order. Its log-odds of giving are
+
+        z = base + mood + uptake * (mentions the persuader's next turn took up) - ignored * (those it did not)
+
+    and, with one threshold u per game, it gives when asked (or at its last turn) if sigmoid(z) > u, the amount
+    drawn as PersuadeePersona's (at most `cap`). Which strategies the persuader uses does not move it. `about` is
+    the profile line of an LM persuadee's prompt."""
+    name: str
+    about: str
+    mentions: tuple[tuple[str, tuple[str, ...]], ...]
+    base: float = 0.0
+    uptake: float = 1.0
+    ignored: float = 0.4
+    cap: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -96,7 +125,10 @@ PERSUADEE_PERSONAS: dict[str, PersuadeePersona] = {p.name: p for p in [
                      asks_about="have you donated yourself?"),
 ]}
 # Persuadees no part of the pipeline has seen (the scenario generator and the corpus draw PERSUADEE_PERSONAS only):
-# the held-out panel's scripted members. Play one by name (`PersuadeeAgent("reluctant")`).
+# the held-out panel's scripted members. Play one by name (`PersuadeeAgent("reluctant")`). Held out by
+# dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every persona above): `principled` (0.34 from
+# skeptical) and `attentive` (another family). `reluctant` (0.22 from frugal), `contrarian` (0.13 from analytical)
+# and `generous` (0.13 from analytical) are unseen but near a training persona: not held out.
 UNSEEN_PERSUADEES: dict[str, PersuadeePersona] = {p.name: p for p in [
     PersuadeePersona("reluctant", "you rarely give; only a personal example might change your mind",
                      {"self-modeling": 1.6, "personal-story": 1.0}, base=-1.0, cap=1.0),
@@ -105,8 +137,45 @@ UNSEEN_PERSUADEES: dict[str, PersuadeePersona] = {p.name: p for p in [
                       "donation-information": 0.8, "logical-appeal": 0.6}),
     PersuadeePersona("generous", "you like giving and need little convincing", {s: 0.2 for s in STRATEGIES},
                      base=0.8),
+    PersuadeePersona("principled", "you give a little, readily, to a charity you trust and when others give too; "
+                     "being asked for pennies or about your private life puts you off",
+                     {"credibility-appeal": 1.8, "self-modeling": 1.6, "foot-in-the-door": -1.6,
+                      "personal-related-inquiry": -1.4}, base=1.2, cap=0.5, asks_about="who else is giving?"),
+    AttentivePersuadee("attentive", "you talk about your own life and give to people who listen to it", (
+        ("i work night shifts as a nurse.", ("nurse", "night shift", "shifts")),
+        ("i just moved to a new city.", ("moved", "move", "new city", "city")),
+        ("i volunteer at a food bank on weekends.", ("volunteer", "food bank")),
+        ("my nephew spent a month in hospital last year.", ("nephew", "hospital")),
+        ("i'm saving up for a trip to see my grandmother.", ("grandmother", "grandma", "trip")),
+    ), base=-0.3, uptake=1.2, ignored=0.3, cap=1.0),
 ]}
-ALL_PERSUADEES: dict[str, PersuadeePersona] = {**PERSUADEE_PERSONAS, **UNSEEN_PERSUADEES}
+ALL_PERSUADEES: dict[str, PersuadeePersona | AttentivePersuadee] = {**PERSUADEE_PERSONAS, **UNSEEN_PERSUADEES}
+
+# What each family's rule reads, and each number's range (dialogrl.envs.heldout scales differences by it): log-odds
+# (a strategy's susceptibility, the human fit plus the persona's like: -2 .. 2), dollars of the $2 payment.
+TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "strategy-logistic": {**{s: (-2.0, 2.0) for s in STRATEGIES}, "base": (-1.5, 1.5), "cap": (0.0, 2.0)},
+    "uptake": {"base": (-1.5, 1.5), "uptake": (0.0, 2.0), "ignored": (0.0, 1.0), "cap": (0.0, 2.0)},
+}
+
+
+def rule_family(p: PersuadeePersona | AttentivePersuadee) -> str:
+    """The family of a persuadee's decision rule: what it reads (module docstring)."""
+    return "uptake" if isinstance(p, AttentivePersuadee) else "strategy-logistic"
+
+
+def trait_vector(p: PersuadeePersona | AttentivePersuadee) -> dict[str, float]:
+    """The numbers a persuadee's decision rule reads: each strategy's susceptibility beta_s (the human fit plus its
+    like), base and cap; or an attentive one's weights."""
+    if isinstance(p, AttentivePersuadee):
+        return {"base": p.base, "uptake": p.uptake, "ignored": p.ignored, "cap": p.cap}
+    return {**{s: HUMAN_FIT["beta"][s] + p.likes.get(s, 0.0) for s in STRATEGIES}, "base": p.base, "cap": p.cap}
+
+
+def traits(p: PersuadeePersona | AttentivePersuadee | str) -> Traits:
+    """A persuadee (or its name in ALL_PERSUADEES) as dialogrl.envs.heldout compares it."""
+    p = ALL_PERSUADEES[p] if isinstance(p, str) else p
+    return Traits(rule_family(p), trait_vector(p), TRAIT_RANGES[rule_family(p)])
 
 PERSUADER_PERSONAS: dict[str, PersuaderPersona] = {p.name: p for p in [
     PersuaderPersona("storyteller", {"emotion-appeal": 3, "personal-story": 2, "self-modeling": 1}),
@@ -170,9 +239,11 @@ def _pick(rng: random.Random, weights: dict[str, float], avoid: set[str]) -> str
 class PersuasionAgent(Agent):
     """Plays one scripted persona of either role: a PersuaderPersona, a PersuadeePersona, a name from
     PERSUADER_PERSONAS or ALL_PERSUADEES, or None (a persuadee playing its scenario's persona). Deterministic per
-    game: every utterance draws from random.Random(f"{seed}/{scenario id}/{role}/{turn}")."""
+    game: every utterance draws from random.Random(f"{seed}/{game}/{role}/{turn}"), the game being its seed
+    (`game_key`) or its scenario id."""
 
-    def __init__(self, persona: PersuaderPersona | PersuadeePersona | str | None = None, seed: int = 0):
+    def __init__(self, persona: PersuaderPersona | PersuadeePersona | AttentivePersuadee | str | None = None,
+                 seed: int = 0):
         if isinstance(persona, str):
             if persona not in PERSUADER_PERSONAS and persona not in ALL_PERSUADEES:
                 raise ValueError(f"unknown persona {persona!r}; persuaders: {', '.join(PERSUADER_PERSONAS)}; "
@@ -186,10 +257,10 @@ class PersuasionAgent(Agent):
 
     def utter(self, task: PersuasionForGood, state: GameState, role: str) -> str:
         p = self.persona if self.persona is not None else PERSUADEE_PERSONAS[state.scenario.persona]
-        want = PersuaderPersona if role == "persuader" else PersuadeePersona
+        want = PersuaderPersona if role == "persuader" else (PersuadeePersona, AttentivePersuadee)
         if not isinstance(p, want):
             raise ValueError(f"persona {p.name!r} cannot play the {role}")
-        rng = random.Random(f"{self.seed}/{state.scenario.id}/{role}/{len(state.turns)}")
+        rng = random.Random(f"{self.seed}/{game_key(state, 'counterpart')}/{role}/{len(state.turns)}")
         return self._persuade(p, state, rng) if role == "persuader" else self._respond(p, task, state, rng)
 
     # -- the persuader
@@ -233,11 +304,14 @@ class PersuasionAgent(Agent):
         xs = [a for a in amounts if a <= p.cap] or [min(amounts)]
         return rng.choices(xs, weights=[amounts[a] * math.exp(0.5 * z * a) for a in xs])[0]
 
-    def _respond(self, p: PersuadeePersona, task: PersuasionForGood, state: GameState, rng: random.Random) -> str:
+    def _respond(self, p: PersuadeePersona | AttentivePersuadee, task: PersuasionForGood, state: GameState,
+                 rng: random.Random) -> str:
+        if isinstance(p, AttentivePersuadee):
+            return self._respond_attentive(p, task, state, rng)
         talk = state.talk_turns()
         last_turn = len(talk) >= task.max_turns - 1
         said = hear(talk[-1].text) if talk else []
-        u = random.Random(f"{self.seed}/{state.scenario.id}/threshold").random()   # one threshold per game
+        u = random.Random(f"{self.seed}/{game_key(state, 'counterpart')}/threshold").random()   # one per game
         z = self.wish(p, state)
         gives = 1 / (1 + math.exp(-z)) > u
         if "ask" in said or last_turn:
@@ -259,6 +333,46 @@ class PersuasionAgent(Agent):
         elif not strategies or rng.random() < 0.3:
             parts.append(p.asks_about)
         return " ".join(parts)
+
+    @staticmethod
+    def attentive_wish(p: AttentivePersuadee, state: GameState) -> float:
+        """z of an AttentivePersuadee: base + mood + uptake * mentions taken up - ignored * mentions missed."""
+        heard, missed = taken_up(p, state)
+        return p.base + state.scenario.mood + p.uptake * heard - p.ignored * missed
+
+    def _respond_attentive(self, p: AttentivePersuadee, task: PersuasionForGood, state: GameState,
+                           rng: random.Random) -> str:
+        talk = state.talk_turns()
+        last_turn = len(talk) >= task.max_turns - 1
+        asked = bool(talk) and "ask" in hear(talk[-1].text)   # when it must decide: the request, nothing else
+        u = random.Random(f"{self.seed}/{game_key(state, 'counterpart')}/threshold").random()   # one per game
+        z = self.attentive_wish(p, state)
+        if asked or last_turn:
+            if 1 / (1 + math.exp(-z)) > u:
+                return f"{rng.choice(REPLY['give'])} {donate_marker(self._amount(p, z, rng))}"
+            if last_turn:
+                return f"{rng.choice(REPLY['refuse'])} {donate_marker(0.0)}"
+        parts = [rng.choice(REPLY["greet"])] if len(talk) == 1 else []
+        if asked:
+            parts.append(rng.choice(REPLY["decline"]))
+        k = sum(t.role == "persuadee" for t in talk)   # its turn number: the next mention in order
+        parts.append(p.mentions[k % len(p.mentions)][0])
+        return " ".join(parts)
+
+
+def taken_up(p: AttentivePersuadee, state: GameState) -> tuple[int, int]:
+    """(mentions the persuader took up, mentions it did not): for each of the persuadee's turns that made a mention,
+    whether the persuader's next turn used one of that mention's words (at word starts)."""
+    talk, heard, missed = state.talk_turns(), 0, 0
+    for i, t in enumerate(talk[:-1]):
+        if t.role != "persuadee" or talk[i + 1].role != "persuader":
+            continue
+        words = [w for line, w in p.mentions if line in t.text.lower()]
+        if words:
+            low = talk[i + 1].text.lower()
+            hit = any(re.search(r"(?<![a-z])" + re.escape(w), low) for w in words[0])
+            heard, missed = heard + hit, missed + (not hit)
+    return heard, missed
 
 
 def persuasion_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,

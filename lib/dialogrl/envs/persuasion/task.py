@@ -176,6 +176,10 @@ class PersuasionForGood(Task):
                          "donation": donation, "success": donation > 0, "n_invalid": n_invalid}
         return out
 
+    def max_reward(self, role: str) -> float:
+        """The persuader: the whole payment given (r = 1); the persuadee (a co-trained simulator): nothing given."""
+        return 1.0
+
     def metrics(self, states: Sequence[GameState]) -> dict:
         """Rates and means over finished games (success: the share with a donation above zero)."""
         outs = [self.outcome(s)["persuader"] for s in states]

@@ -10,6 +10,13 @@ weights: the stage's prior (rewards.MANUAL_SCHEDULE) moved by the state (+0.10 r
 relationship so far is below zero, +0.10 strategic positioning after a refusal, +0.15 goal advancement in a last
 turn without an ask yet), for rewards.sanitize_weights to check.
 
+What it reads is what the act-reading partners' rules read: its criteria test acts.py's cues (reason, offer, the
+partner's concern, pressure, ...) and its weights the act rules' favourability (`relationship_trace`), the very
+features behind those partners' agreement and the relationship score. Against them its process reward shapes toward
+the partner's hidden utility. Claims about the process reward and the relationship are therefore read against
+partners whose rule it does not read: the `concrete-terms` family (task.TermsProfile, e.g. `literal`), which hears
+no act and keeps its own favourability; notebook 02 reports them apart from the act-reading partners.
+
 `episode_estimates` reads a whole dialogue of any source (the SOTOPIA episodes' "Name said: ..." turns) and gives the
 judge's episode-level goal (0..10) and relationship (-5..5) estimates for one side, for the judge's validation
 against GPT-4's scores.

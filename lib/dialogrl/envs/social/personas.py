@@ -12,6 +12,15 @@ with one threshold u per game: [AGREE] if sigmoid(z) > u, [AGREE PARTLY] if sigm
 the talk goes on). Pressure is the game's trade-off: for a pushover partner it buys agreement now, and it always
 costs favourability (the relationship score). A partner never agrees to what it was not asked.
 
+A partner of another rule family (a `TermsProfile`, task.py) hears no acts at all: it decides by the concrete terms
+the agent commits to (`terms_wish`, terms.py), and asks for them.
+
+Partner rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`:
+dialogrl.envs.heldout):
+  act-logistic     `PartnerProfile`: the acts it hears (acts.py's cue lexicon, which the rule judge reads too) and
+                   the favourability they make
+  concrete-terms   `TermsProfile` (held out): the concrete terms of the agent's turns; nothing the judge reads
+
 A scripted agent follows a persona's plan: opening acts, acts before and after it asks, when it asks (from turn
 `ask_from`, again with probability `ask_again`), how often it presses, and whether it thanks in its closing turn.
 """
@@ -23,9 +32,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key
+from dialogrl.envs.heldout import MIN_DISTANCE, Traits, far_from
 from dialogrl.envs.social.acts import hear
-from dialogrl.envs.social.task import ALL_PARTNERS, PartnerProfile, SocialScenes, relationship_trace
+from dialogrl.envs.social.task import (
+    ALL_PARTNERS,
+    PARTNERS,
+    PartnerProfile,
+    SocialScenes,
+    TermsProfile,
+    profile_from_traits,
+    relationship_trace,
+)
+from dialogrl.envs.social.terms import concrete_terms, names_request
 
 _FIRST = [(r"\byou are\b", "i am"), (r"\byou're\b", "i'm"), (r"\byour\b", "my"), (r"\byours\b", "mine"),
           (r"\byou\b", "i")]
@@ -72,6 +91,10 @@ REPLY: dict[str, list[str]] = {
     "agree": ["okay, i'll do it. [AGREE]", "sure, for you. [AGREE]", "alright, deal. [AGREE]"],
     "partly": ["i can {partial}, not more. [AGREE PARTLY]", "how about i {partial}? [AGREE PARTLY]"],
     "refuse": ["sorry, i can't. [REFUSE]", "no, i need to {concern}. [REFUSE]", "i'd rather not. [REFUSE]"],
+    # a TermsProfile partner: it asks for specifics, and notes the ones it got
+    "specifics": ["what exactly do you need, and when?", "for how long, exactly?", "when, and until when?",
+                  "what would that look like, concretely?"],
+    "noted": ["okay, {term} is clear.", "{term}, noted.", "right, {term}."],
 }
 
 
@@ -115,7 +138,7 @@ def _pick(rng: random.Random, weights: dict[str, float], avoid: set[str]) -> str
 class SocialAgent(Agent):
     """Plays one scripted persona of either role: an AgentPersona, a PartnerProfile, a name from AGENT_PERSONAS or
     ALL_PARTNERS, or None (a partner playing its scenario's profile). Deterministic per game: every utterance draws
-    from random.Random(f"{seed}/{scenario id}/{role}/{turn}")."""
+    from random.Random(f"{seed}/{game}/{role}/{turn}"), the game being its seed (`game_key`) or its scenario id."""
 
     def __init__(self, persona: AgentPersona | PartnerProfile | str | None = None, seed: int = 0):
         if isinstance(persona, str):
@@ -134,7 +157,7 @@ class SocialAgent(Agent):
         want = AgentPersona if role == "agent" else PartnerProfile
         if not isinstance(p, want):
             raise ValueError(f"persona {p.name!r} cannot play the {role}")
-        rng = random.Random(f"{self.seed}/{state.scenario.id}/{role}/{len(state.turns)}")
+        rng = random.Random(f"{self.seed}/{game_key(state, 'counterpart')}/{role}/{len(state.turns)}")
         return self._speak(p, state, rng) if role == "agent" else self._respond(p, task, state, rng)
 
     # -- the agent
@@ -181,6 +204,8 @@ class SocialAgent(Agent):
         return z + 1.5 * p.pushover * min(pressure, 2)
 
     def _respond(self, p: PartnerProfile, task: SocialScenes, state: GameState, rng: random.Random) -> str:
+        if isinstance(p, TermsProfile):
+            return self._respond_terms(p, task, state, rng)
         scene = state.scenario.scene
         fill = {"concern": first_person(scene.concern), "partial": swap_person(scene.partial)}
         talk = state.talk_turns()
@@ -189,7 +214,7 @@ class SocialAgent(Agent):
         ever_asked = any("ask" in hear(t.text, scene) for t in agent_turns)
         last_turn = len(talk) >= task.max_turns - 1
         if "ask" in said or (last_turn and ever_asked):
-            u = random.Random(f"{self.seed}/{state.scenario.id}/threshold").random()
+            u = random.Random(f"{self.seed}/{game_key(state, 'counterpart')}/threshold").random()
             z = self.wish(p, state)
             if 1 / (1 + math.exp(-z)) > u:
                 return rng.choice(REPLY["agree"])
@@ -206,6 +231,95 @@ class SocialAgent(Agent):
         if not parts or rng.random() < 0.4:
             parts.append(rng.choice(REPLY["concern" if rng.random() < 0.6 else "listen"]).format(**fill))
         return " ".join(parts)
+
+    def _respond_terms(self, p: TermsProfile, task: SocialScenes, state: GameState, rng: random.Random) -> str:
+        """A TermsProfile partner's turn: decide when the request is put (or at its last turn, if it ever was), else
+        note the terms just said, or ask for specifics."""
+        scene = state.scenario.scene
+        fill = {"concern": first_person(scene.concern), "partial": swap_person(scene.partial)}
+        talk = state.talk_turns()
+        ever_asked = any(names_request(t.text, scene) for t in talk if t.role == "agent")
+        if talk and (names_request(talk[-1].text, scene) or (len(talk) >= task.max_turns - 1 and ever_asked)):
+            u = random.Random(f"{self.seed}/{game_key(state, 'counterpart')}/threshold").random()
+            z = terms_wish(p, state)
+            if 1 / (1 + math.exp(-z)) > u:
+                return rng.choice(REPLY["agree"])
+            if 1 / (1 + math.exp(-(z + 1.0))) > u:
+                return rng.choice(REPLY["partly"]).format(**fill)
+            return f"{rng.choice(REPLY['specifics'])} [REFUSE]"
+        new = sorted(concrete_terms(talk[-1].text, scene)) if talk else []
+        if new:
+            return rng.choice(REPLY["noted"]).format(term=new[0]) + " " + rng.choice(REPLY["specifics"])
+        return rng.choice(REPLY["specifics"])
+
+
+def terms_said(state: GameState) -> tuple[set[str], int]:
+    """(the concrete terms the agent has said, beyond the scene's own; the requests it put with none said so far)."""
+    scene, said, vague = state.scenario.scene, set(), 0
+    for t in state.talk_turns():
+        if t.role == "agent":
+            said |= concrete_terms(t.text, scene)
+            vague += names_request(t.text, scene) and not said
+    return said, vague
+
+
+def terms_wish(p: TermsProfile, state: GameState) -> float:
+    """z of a TermsProfile partner (task.TermsProfile): its log-odds of agreeing after the terms said so far."""
+    said, vague = terms_said(state)
+    sc = state.scenario
+    return p.base + sc.mood - sc.scene.stake - 0.8 + 0.15 * sc.relationship + p.terms * min(len(said), 3) \
+        - p.vague * vague
+
+
+# What each partner family's rule reads, and each number's range (dialogrl.envs.heldout scales differences by it):
+# the spans profile_from_traits gives from a Big Five line (warmth 1 +- 0.45, pride 1 +- 0.5, pushover 0 .. 1,
+# pragmatism 0.8 or 1.3, base +- 0.4); a TermsProfile's log-odds.
+TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "act-logistic": {"warmth": (0.55, 1.45), "pride": (0.5, 1.5), "pushover": (0.0, 1.0), "pragmatism": (0.8, 1.3),
+                     "base": (-0.4, 0.4)},
+    "concrete-terms": {"base": (-1.0, 1.0), "terms": (0.0, 1.5), "vague": (0.0, 1.0)},
+}
+
+
+def rule_family(p: PartnerProfile) -> str:
+    """The family of a partner's decision rule: what it reads (module docstring)."""
+    return "concrete-terms" if isinstance(p, TermsProfile) else "act-logistic"
+
+
+def trait_vector(p: PartnerProfile) -> dict[str, float]:
+    """The numbers a partner's decision rule (and its favourability) reads; the `about` line is not one of them."""
+    if isinstance(p, TermsProfile):
+        return {"base": p.base, "terms": p.terms, "vague": p.vague}
+    return {k: getattr(p, k) for k in TRAIT_RANGES["act-logistic"]}
+
+
+def traits(p: PartnerProfile | str) -> Traits:
+    """A partner profile (or its name in ALL_PARTNERS) as dialogrl.envs.heldout compares it."""
+    p = ALL_PARTNERS[p] if isinstance(p, str) else p
+    return Traits(rule_family(p), trait_vector(p), TRAIT_RANGES[rule_family(p)])
+
+
+def sotopia_partners(characters: Sequence[dict], n: int, seed: int = 0,
+                     training: Sequence[PartnerProfile] | None = None,
+                     min_distance: float = MIN_DISTANCE) -> dict[str, tuple[PartnerProfile, float]]:
+    """Up to n held-out partners from SOTOPIA's character profiles (`data.load_sotopia_profiles`), each with its
+    distance to the nearest training partner.
+
+    The characters, in an order drawn by `seed`, become profiles (`profile_from_traits` of their Big Five line and
+    decision-making style, named `sotopia-<first name>`); a profile is kept when it lies at least `min_distance`
+    from every training partner (PARTNERS by default) and from every profile kept before it (heldout.far_from):
+    many characters map onto one profile, or onto a training partner's. Fewer than n when fewer are that far."""
+    order = list(characters)
+    random.Random(seed).shuffle(order)
+    pool: dict[str, PartnerProfile] = {}
+    for c in order:
+        name = f"sotopia-{c['first_name'].lower()}"
+        if name not in pool:
+            pool[name] = profile_from_traits(name, c["personality_and_values"], c["big_five"],
+                                             c["decision_making_style"])
+    train = {p.name: traits(p) for p in (training if training is not None else PARTNERS.values())}
+    kept = far_from({name: traits(p) for name, p in pool.items()}, train, min_distance)
+    return {name: (pool[name], d) for name, d in list(kept.items())[:n]}
 
 
 def social_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,

@@ -26,7 +26,10 @@ Relationship. The partner's favourability starts at 0 and moves with the acts it
     pressure -1.0 x pride; an insult -1.5 x pride; an ask before any greeting or rapport -0.3;
     an ask beyond the second -0.4 x pride; asking again after a refusal without a reason, an offer, empathy or
     its concern -0.3 x pride (ignoring its goal)
-Scores (per game): agent goal (0 / 5 / 10) and relationship change (the last favourability);
+A partner of another family (`TermsProfile`, held out) hears no acts: its favourability is its own
+(`terms_trace`): +0.5 for a turn that adds concrete terms (`terms.concrete_terms`: numbers, times, days, durations),
+halved the second time and nothing from the third, -0.5 for each request put with no concrete term said so far.
+Scores (per game): agent goal (0 / 5 / 10) and relationship change (the last favourability, `partner_trace`);
   agent score = goal / 10 + relationship_weight * relationship (the outcome reward; reward subtracts penalties);
   partner score = 1 - goal / 10 (its own goal kept).
 Metrics: `goal` (0..10 mean), `goal_rate` (share of full agreements), `agree_rate` (full or partial),
@@ -44,6 +47,7 @@ import numpy as np
 from dialogrl.envs.base import GameState, Task, Turn, history_messages, one_marker, shorten
 from dialogrl.envs.social.acts import hear
 from dialogrl.envs.social.scenes import ALL_SCENES, HARD_SCENES, TRAIN_SCENES, Scene
+from dialogrl.envs.social.terms import concrete_terms, names_request
 
 ROLES = ("agent", "partner")
 # SOTOPIA's relationship types (RelationshipType 0..5) and the setting words that name them here
@@ -77,6 +81,22 @@ class PartnerProfile:
     pushover: float = 0.3
     pragmatism: float = 1.0
     base: float = 0.0
+
+
+@dataclass(frozen=True)
+class TermsProfile(PartnerProfile):
+    """A partner of another rule family (`concrete-terms`): it reads the concrete terms of the agent's turns
+    (terms.concrete_terms) and no social act. When a turn puts the request (terms.names_request), or at its last
+    turn if it ever was put, it decides with
+
+        z = base + mood - stake - 0.8 + 0.15 * relationship type + `terms` * min(new terms said, 3)
+            - `vague` * (requests put with no concrete term said so far)
+
+    its favourability is `terms_trace`, not the act rules'. The traits it inherits besides `base` (warmth, pride,
+    pushover, pragmatism) are unused, left at their defaults: the rule judge's relationship estimate, which reads
+    warmth and pride, sees a neutral partner, not this one."""
+    terms: float = 0.8
+    vague: float = 0.5
 
 
 _ANALYTIC = ("analytic", "logical", "rational", "systematic", "practical", "strategic", "deliberate", "detail")
@@ -123,11 +143,20 @@ PARTNERS: dict[str, PartnerProfile] = {p.name: p for p in [
     profile_from_traits("pliant", "you find it hard to say no", _trait_line(1, -1, 1, 1, -1), "Spontaneous"),
 ]}
 # Partners no part of the pipeline has seen (neither the corpus nor training draws them): held-out evaluation.
+# Held out by dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every partner above): `prickly` (0.55
+# from anxious), `earnest` (0.52 from warm) and `literal` (another family: concrete terms, no acts). `proud` (0.27
+# from guarded: pride alone differs) and `easygoing` (pliant's traits exactly) are unseen but not held out.
 UNSEEN_PARTNERS: dict[str, PartnerProfile] = {p.name: p for p in [
     profile_from_traits("proud", "you hate being pushed and remember slights", _trait_line(-1, 1, -1, -1, 1),
                         "Strategic"),
     profile_from_traits("easygoing", "you are relaxed and open to most things", _trait_line(1, -1, 1, 1, -1),
                         "Flexible"),
+    profile_from_traits("prickly", "you are touchy and easily feel pushed, and you go by your gut",
+                        _trait_line(1, -1, -1, -1, 1), "Intuitive"),
+    profile_from_traits("earnest", "you are warm but a worrier, and you want sound reasons",
+                        _trait_line(1, 1, 1, 1, 1), "Analytical"),
+    TermsProfile("literal", "you want specifics: what exactly, when and for how long; kind words do not move you",
+                 base=0.2, terms=0.8, vague=0.5),
 ]}
 ALL_PARTNERS: dict[str, PartnerProfile] = {**PARTNERS, **UNSEEN_PARTNERS}
 
@@ -202,6 +231,35 @@ def warm_gain(acts: set[str], seen: Counter, warmth: float = 1.0) -> float:
             d += w * warmth * (1.0, 0.5, 0.0)[min(seen[a], 2)]
             seen[a] += 1
     return d
+
+
+def partner_trace(state: GameState) -> list[float]:
+    """The partner's favourability after each agent turn, by its own family's rules: `terms_trace` for a
+    TermsProfile, `relationship_trace` otherwise. The relationship score is its last value."""
+    return terms_trace(state) if isinstance(state.scenario.partner, TermsProfile) else relationship_trace(state)
+
+
+def terms_trace(state: GameState) -> list[float]:
+    """A TermsProfile partner's favourability after each agent turn (module docstring), -5..5: it rises with turns
+    that add concrete terms (wearing off) and falls with each request put while nothing concrete was said."""
+    scene = state.scenario.scene
+    f, trace, said, adding = 0.0, [], set(), 0
+    agreed = False
+    for t in state.talk_turns():
+        if t.role == "partner":
+            agreed = agreed or (t.invalid is None and t.action.get("type") == "agree")
+            continue
+        if not agreed:   # the closing turn changes nothing
+            new = concrete_terms(t.text, scene) - said
+            said |= new
+            if new:
+                f += 0.5 * (1.0, 0.5, 0.0)[min(adding, 2)]
+                adding += 1
+            if names_request(t.text, scene) and not said:
+                f -= 0.5
+        f = float(np.clip(f, -5.0, 5.0))
+        trace.append(round(f, 4))
+    return trace
 
 
 def relationship_trace(state: GameState) -> list[float]:
@@ -324,7 +382,7 @@ class SocialScenes(Task):
     # -- outcome
     def outcome(self, state: GameState) -> dict[str, dict]:
         goal = GOALS.get(state.info.get("agreement"), 0.0)
-        trace = relationship_trace(state)
+        trace = partner_trace(state)
         rel = trace[-1] if trace else 0.0
         score = {"agent": goal / 10 + self.relationship_weight * rel, "partner": 1.0 - goal / 10}
         out = {}
@@ -333,6 +391,10 @@ class SocialScenes(Task):
             out[role] = {"score": score[role], "reward": score[role] - self.invalid_penalty * n_invalid,
                          "goal": goal, "success": goal == 10.0, "relationship": rel, "n_invalid": n_invalid}
         return out
+
+    def max_reward(self, role: str) -> float:
+        """The agent: its full goal and the best relationship (1 + relationship_weight x 5); the partner: 1."""
+        return 1.0 + self.relationship_weight * 5.0 if role == "agent" else 1.0
 
     def metrics(self, states: Sequence[GameState]) -> dict:
         """Means and rates over finished games (goal_rate: the share of full agreements)."""

@@ -8,12 +8,14 @@ from dialogrl.envs.telesales.personas import (
                                               BUYER_PERSONAS,
                                               SELLER_PERSONAS,
                                               UNSEEN_BUYERS,
+                                              AnchoredBuyer,
                                               BuyerPersona,
                                               SellerPersona,
                                               TelesalesAgent,
                                               hear,
                                               listen,
                                               telesales_population,
+                                              traits,
 )
 from dialogrl.envs.telesales.task import (
                                               BUYER_PROFILES,
@@ -33,7 +35,8 @@ from dialogrl.envs.telesales.task import (
                                               sample_scenario,
 )
 
-__all__ = ["ALL_BUYERS", "BUYER_PERSONAS", "SELLER_PERSONAS", "UNSEEN_BUYERS", "BuyerPersona", "SellerPersona",
-           "TelesalesAgent", "hear", "listen", "telesales_population", "BUYER_PROFILES", "CATALOG", "FEATURES",
+__all__ = ["ALL_BUYERS", "AnchoredBuyer", "BUYER_PERSONAS", "SELLER_PERSONAS", "UNSEEN_BUYERS", "BuyerPersona",
+           "SellerPersona", "TelesalesAgent", "hear", "listen", "telesales_population", "traits", "BUYER_PROFILES",
+           "CATALOG", "FEATURES",
            "MAX_PRICE", "TYPES", "TelesalesScenario", "Vehicle", "VehicleTeleSales", "buy_marker", "feasible", "fits",
            "good_sale", "offer_marker", "parse_marker", "sample_scenario"]

@@ -3,6 +3,12 @@
 `TelesalesAgent` plays one persona (SELLER_PERSONAS, BUYER_PERSONAS, or UNSEEN_BUYERS: buyers that neither the
 scenario generator nor the corpus uses) by explicit rules over its private information and what it hears in the
 partner's words (`hear`, `listen`). `telesales_population` is a Population of them, one drawn per game.
+
+Rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.envs.heldout):
+  margin-schedule         `SellerPersona`: its asking margin falls with the clock
+  reservation-schedule    `BuyerPersona`: the price it takes rises with the clock, as a share of its budget
+  concession-anchored     `AnchoredBuyer` (held out): the price it takes is set by the seller's own first quote and
+                          how far the seller has come down from it; the clock does not move it
 """
 from __future__ import annotations
 
@@ -12,7 +18,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key
+from dialogrl.envs.heldout import Traits
 from dialogrl.envs.telesales.task import (
     BUYER_PROFILES,
     CATALOG,
@@ -70,6 +77,27 @@ class BuyerPersona:
     style: str = "plain"
 
 
+@dataclass(frozen=True)
+class AnchoredBuyer:
+    """A scripted buyer of another rule family than BuyerPersona's: it anchors on the seller's first price for a
+    vehicle and waits for the seller to come down from it, whatever its budget and the clock say.
+
+    It buys the cheapest standing offer that has its must-haves, within budget, once that vehicle's price has come
+    down at least `concession` of the seller's first price for it (on its last turn: come down at all); otherwise
+    it names what an offer lacks or counters with that first price less `concession` (at most its budget). It leaves
+    after `patience` offers it would not take (0: only at its last turn, when nothing has come down). Like
+    BuyerPersona it names `reveal` of its must-haves per turn, its type with probability `say_type` and a budget of
+    `say_budget` times the real one (0: never). `about` is the persona line of an LM buyer's prompt."""
+    name: str
+    about: str
+    concession: float = 0.1
+    reveal: int = 1
+    say_type: float = 0.5
+    say_budget: float = 0.0
+    patience: int = 0
+    style: str = "plain"
+
+
 SELLER_PERSONAS: dict[str, SellerPersona] = {p.name: p for p in [
     SellerPersona("hard-seller", start=1.0, end=0.5, beta=3.0, meet_budget=False),
     SellerPersona("fair", start=0.7, end=0.2),
@@ -92,13 +120,58 @@ BUYER_PERSONAS: dict[str, BuyerPersona] = {p.name: p for p in [
 # Buyers that no part of the pipeline has seen: the scenario generator, and so the warm-start corpus
 # (`telesales_corpus`), draw personas from BUYER_PERSONAS only, so these are held out from the warm start as well as
 # from RL. Play one by name (`TelesalesAgent("poker-face")`, `telesales_population("buyer", ["poker-face"])`).
-# Its start, beta, say_type and patience are unlike those of every persona above.
-UNSEEN_BUYERS: dict[str, BuyerPersona] = {p.name: p for p in [
+# Each is held out by dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every buyer above):
+# `poker-face` (0.33 from wanderer), `exacting` (0.51 from picky) and `anchored` (another family).
+UNSEEN_BUYERS: dict[str, BuyerPersona | AnchoredBuyer] = {p.name: p for p in [
     BuyerPersona("poker-face", "you give little away: one need at a time, never your type or budget, and you haggle "
                  "patiently from far below your budget", start=0.7, beta=2.0, reveal=1, say_type=0.0, say_budget=0.0,
                  patience=5),
+    BuyerPersona("exacting", "you list every need at once but keep your type and budget to yourself; only your "
+                 "preferred type will do, and you bargain from well below your budget", start=0.8, beta=1.0, reveal=9,
+                 say_type=0.0, say_budget=0.0, strict_type=True, patience=0),
+    AnchoredBuyer("anchored", "you judge a price by the seller's first one: you buy once the seller has come down "
+                  "a tenth from it, and you say one need at a time but never your budget", concession=0.1,
+                  reveal=1, say_type=0.5, patience=0),
 ]}
-ALL_BUYERS: dict[str, BuyerPersona] = {**BUYER_PERSONAS, **UNSEEN_BUYERS}
+ALL_BUYERS: dict[str, BuyerPersona | AnchoredBuyer] = {**BUYER_PERSONAS, **UNSEEN_BUYERS}
+
+# What each family's rule reads, and each number's range (dialogrl.envs.heldout scales differences by it): shares of
+# a price or a budget, beta on a log2 scale (0.25 .. 8), must-haves named per turn (3 = all), probabilities, and
+# patience in refused offers (0, only at its last turn, counts as 5: a buyer's turns in a 10-turn game).
+TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "margin-schedule": {"start": (0.0, 1.0), "end": (0.0, 1.0), "log2_beta": (-2.0, 3.0), "listen": (0.0, 1.0),
+                        "meet_budget": (0.0, 1.0), "upsell": (0.0, 1.0), "ask_first": (0.0, 1.0)},
+    "reservation-schedule": {"start": (0.5, 1.0), "log2_beta": (-2.0, 3.0), "reveal": (0.0, 3.0),
+                             "say_type": (0.0, 1.0), "say_budget": (0.0, 1.0), "strict_type": (0.0, 1.0),
+                             "patience": (1.0, 5.0), "slip": (0.0, 1.0)},
+    "concession-anchored": {"concession": (0.0, 0.3), "reveal": (0.0, 3.0), "say_type": (0.0, 1.0),
+                            "say_budget": (0.0, 1.0), "patience": (1.0, 5.0)},
+}
+
+
+def rule_family(p: SellerPersona | BuyerPersona | AnchoredBuyer) -> str:
+    """The family of a persona's decision rule: what it reads (module docstring)."""
+    return {SellerPersona: "margin-schedule", BuyerPersona: "reservation-schedule",
+            AnchoredBuyer: "concession-anchored"}[type(p)]
+
+
+def trait_vector(p: SellerPersona | BuyerPersona | AnchoredBuyer) -> dict[str, float]:
+    """The numbers a persona's decision rule reads (its phrasing, `style` and `wander`, left out)."""
+    if isinstance(p, SellerPersona):
+        return {"start": p.start, "end": p.end, "log2_beta": math.log2(p.beta), "listen": float(p.listen),
+                "meet_budget": float(p.meet_budget), "upsell": float(p.upsell), "ask_first": float(p.ask_first)}
+    shared = {"reveal": float(min(p.reveal, 3)), "say_type": p.say_type, "say_budget": p.say_budget,
+              "patience": float(p.patience or 5)}
+    if isinstance(p, AnchoredBuyer):
+        return {"concession": p.concession, **shared}
+    return {"start": p.start, "log2_beta": math.log2(p.beta), **shared, "strict_type": float(p.strict_type),
+            "slip": p.slip}
+
+
+def traits(p: SellerPersona | BuyerPersona | AnchoredBuyer | str) -> Traits:
+    """A persona (or its name in SELLER_PERSONAS or ALL_BUYERS) as dialogrl.envs.heldout compares it."""
+    p = (SELLER_PERSONAS.get(p) or ALL_BUYERS[p]) if isinstance(p, str) else p
+    return Traits(rule_family(p), trait_vector(p), TRAIT_RANGES[rule_family(p)])
 
 SAY_FEATURE = {"awd": "awd", "hybrid": "a hybrid engine", "third_row": "a third row", "sunroof": "a sunroof",
                "towing": "towing", "leather": "leather seats", "heated_seats": "heated seats"}
@@ -228,11 +301,12 @@ class TelesalesAgent(Agent):
     SELLER_PERSONAS, BUYER_PERSONAS or UNSEEN_BUYERS).
 
     persona=None plays, as the buyer, the persona each scenario names (`scenario.persona`), so a buyer's prompt and
-    its behaviour agree (the corpus uses this). Each utterance draws from its own RNG, seeded by (seed, scenario id,
-    role, turn): a game plays the same whatever else is in the batch. `style` overrides the persona's phrasing.
+    its behaviour agree (the corpus uses this). Each utterance draws from its own RNG, seeded by (seed, game, role,
+    turn), the game being its seed (`game_key`) or its scenario id: a game plays the same whatever else is in the
+    batch. `style` overrides the persona's phrasing.
     """
 
-    def __init__(self, persona: SellerPersona | BuyerPersona | str | None = None, seed: int = 0,
+    def __init__(self, persona: SellerPersona | BuyerPersona | AnchoredBuyer | str | None = None, seed: int = 0,
                  style: str | None = None):
         if isinstance(persona, str):
             if persona not in SELLER_PERSONAS and persona not in ALL_BUYERS:
@@ -249,10 +323,10 @@ class TelesalesAgent(Agent):
         p = self.persona if self.persona is not None else BUYER_PERSONAS[state.scenario.persona]
         if self.style is not None:
             p = replace(p, style=self.style)
-        want = SellerPersona if role == "seller" else BuyerPersona
+        want = SellerPersona if role == "seller" else (BuyerPersona, AnchoredBuyer)
         if not isinstance(p, want):
             raise ValueError(f"persona {p.name!r} cannot play the {role}")
-        rng = random.Random(f"{self.seed}/{state.scenario.id}/{role}/{len(state.turns)}")
+        rng = random.Random(f"{self.seed}/{game_key(state, 'counterpart')}/{role}/{len(state.turns)}")
         return self._sell(p, task, state, rng) if role == "seller" else self._buy(p, task, state, rng)
 
     # -- the seller
@@ -306,7 +380,10 @@ class TelesalesAgent(Agent):
         """[ACCEPT] for the latest offer, [BUY n $price] for an earlier one."""
         return "[ACCEPT]" if offers and offers[-1] == (v, price) else buy_marker(sc.lot.index(v) + 1, price)
 
-    def _buy(self, p: BuyerPersona, task: VehicleTeleSales, state: GameState, rng: random.Random) -> str:
+    def _buy(self, p: BuyerPersona | AnchoredBuyer, task: VehicleTeleSales, state: GameState,
+             rng: random.Random) -> str:
+        if isinstance(p, AnchoredBuyer):
+            return self._buy_anchored(p, task, state, rng)
         sc, ph = state.scenario, _PHRASES[p.style]
         talk = state.talk_turns()
         n = len(talk)
@@ -339,6 +416,16 @@ class TelesalesAgent(Agent):
             elif new["price"] > target:
                 ask = int(min(target, sc.budget) // 100 * 100)
                 parts.append(rng.choice(ph["counter"]).format(v=v, money=money(ask, p.style)))
+        parts += self._disclose(p, sc, said, typed, n, rng)
+        if p.wander and rng.random() < p.wander:
+            parts.insert(0, rng.choice(ph["wander"]))
+        return self._clauses(parts, ph, rng)
+
+    @staticmethod
+    def _disclose(p: BuyerPersona | AnchoredBuyer, sc: TelesalesScenario, said: dict, typed: bool, n: int,
+                  rng: random.Random) -> list[str]:
+        """What a buyer tells of itself this turn: `reveal` unsaid must-haves, its type, its (shown) budget."""
+        ph, parts = _PHRASES[p.style], []
         unsaid = [f for f in sc.must_have if f not in said["features"]]
         if unsaid and p.reveal:
             parts.append(rng.choice(ph["need"]).format(feats=join([SAY_FEATURE[f] for f in unsaid[:p.reveal]])))
@@ -349,11 +436,45 @@ class TelesalesAgent(Agent):
         if p.say_budget and said["budget"] is None:
             shown = int(sc.budget * p.say_budget // 500 * 500)
             parts.append(rng.choice(ph["budget"]).format(money=money(shown, p.style)))
-        if p.wander and rng.random() < p.wander:
-            parts.insert(0, rng.choice(ph["wander"]))
+        return parts
+
+    @staticmethod
+    def _clauses(parts: list[str], ph: dict, rng: random.Random) -> str:
         # clauses end in a mark (casual ones in a comma), so a listener can tell an ask from a budget
         text = " ".join(x if x[-1] in ".?!" else x + "," for x in parts).rstrip(",")
         return text or rng.choice(ph["filler"])
+
+    def _buy_anchored(self, p: AnchoredBuyer, task: VehicleTeleSales, state: GameState, rng: random.Random) -> str:
+        """An AnchoredBuyer's turn (see its docstring)."""
+        sc, ph = state.scenario, _PHRASES[p.style]
+        talk = state.talk_turns()
+        n = len(talk)
+        last = n >= task.max_turns - 2  # nobody can answer after this turn, or only the seller
+        offers = state.info.get("offers", [])
+        first: dict[str, int] = {}
+        for v, q in offers:
+            first.setdefault(v, q)
+
+        def anchor(v):   # the price it waits for: the seller's first price for v, less `concession`
+            return first[v] * (1 - p.concession)
+
+        ok = sorted((q, v) for v, q in offers if good_sale(sc, v, q) and (q <= anchor(v) + 1e-9
+                                                                       or (last and q < first[v])))
+        if ok:
+            return f"{rng.choice(ph['buy'])} {self._buy_marker(sc, offers, ok[0][1], ok[0][0])}"
+        if last or (p.patience and len(offers) >= p.patience):
+            return f"{rng.choice(ph['leave'])} [LEAVE]"
+        new = talk[-1].action if talk and talk[-1].invalid is None and talk[-1].action["type"] == "offer" else None
+        parts = []
+        if new is not None:  # answer the latest offer
+            v, missing = new["vehicle"], [f for f in sc.must_have if f not in CATALOG[new["vehicle"]].features]
+            if missing:
+                parts.append(rng.choice(ph["missing"]).format(v=v, feat=SAY_FEATURE[missing[0]]))
+            else:
+                ask = int(min(anchor(v), sc.budget) // 100 * 100)
+                parts.append(rng.choice(ph["counter"]).format(v=v, money=money(ask, p.style)))
+        parts += self._disclose(p, sc, listen(state, "buyer"), False, n, rng)
+        return self._clauses(parts, ph, rng)
 
 
 def telesales_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,

@@ -346,6 +346,13 @@ class VehicleTeleSales(Task):
                          "feasible": feasible(sc), "n_invalid": n_invalid}
         return out
 
+    def max_reward(self, role: str) -> float:
+        """The seller: a good sale at list price (1 + margin_weight; the margin alone: 1). The buyer: a good sale at
+        $0 ((budget - 0) / budget + success_bonus)."""
+        if role == "seller":
+            return 1.0 + self.margin_weight if self.seller_goal == "good_sale" else 1.0
+        return 1.0 + self.success_bonus
+
     def metrics(self, states: Sequence[GameState]) -> dict:
         """Rates and means over finished games (success_at_1: the share of games that end in a good sale)."""
         outs = [self.outcome(s) for s in states]

@@ -1,0 +1,194 @@
+"""Named random streams (dialogrl.seeds) and common random numbers: a game seeded by its own key plays the same in any
+batch, order or evaluation; training steps never share a scenario id; the games of one group draw apart."""
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import TOY_CONFIG
+from dialogrl.agents import LMAgent, VerbalizedSampling
+from dialogrl.envs import DealOrNoDeal
+from dialogrl.envs.base import game_key
+from dialogrl.envs.dealnodeal import ScriptedAgent
+from dialogrl.envs.dealnodeal.corpus import dond_corpus
+from dialogrl.envs.social import SocialAgent, SocialScenes
+from dialogrl.evaluate import cross_play
+from dialogrl.models import load_model
+from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
+from dialogrl.rollout import play
+from dialogrl.seeds import STREAMS, stream_seed
+from dialogrl.tiny import TinyConfig, build_tiny
+
+TASK = DealOrNoDeal(max_turns=6)
+
+
+@pytest.fixture(scope="module")
+def dond_dir(tmp_path_factory):
+    """A DoND model trained for seconds: it speaks the format well enough for games to end in different ways."""
+    cfg = TinyConfig(**{**TOY_CONFIG.to_dict(), "max_length": 512, "epochs": 1.0})
+    return build_tiny(dond_corpus(300, seed=0, views="one"), cfg, out_dir=tmp_path_factory.mktemp("dond") / "m",
+                      name="dond-toy")
+
+
+@pytest.fixture(scope="module")
+def dond_lm(dond_dir):
+    return load_model(str(dond_dir), device="cpu")
+
+
+def games(episodes):
+    """What a game is, exactly: every turn's role, text and sampled ids, how it ended and the outcome."""
+    return [([(t.role, t.text, t.completion_ids) for t in e.state.turns], e.state.end_reason, e.outcome)
+            for e in episodes]
+
+
+def logprobs(episodes):
+    return [lp for e in episodes for t in e.state.turns for lp in (t.logprobs or [])]
+
+
+# ------------------------------------------------------------------------------------------------ stream seeds
+
+def test_stream_seed_is_stable_across_processes_and_distinct_across_streams():
+    assert stream_seed("tokens", 1, "A") == 8186523714579110612   # blake2b: the same on every machine and process
+    other = subprocess.run([sys.executable, "-c", "from dialogrl.seeds import stream_seed as s; print(s('tokens', 1, "
+                            "'A'))"], capture_output=True, text=True, env={"PYTHONHASHSEED": "123"}, check=True)
+    assert int(other.stdout) == 8186523714579110612
+    assert stream_seed("tokens", np.int64(1), "A") == stream_seed("tokens", 1, "A")
+    assert len({stream_seed(s, 0, 1) for s in STREAMS}) == len(STREAMS)
+    keys = [(0, 1, "A", "fair"), (0, 1, "B", "fair"), (0, 2, "A", "fair"), (1, 1, "A", "fair"), (0, 1, "A", "greedy")]
+    seeds = [stream_seed("eval-games", *k) for k in keys]
+    assert len(set(seeds)) == len(keys) and all(0 <= s < 2**63 for s in seeds)
+    assert stream_seed("train-games", 0, 1, 23) != stream_seed("train-games", 0, 12, 3)   # keys never run together
+    with pytest.raises(ValueError, match="unknown random stream 'eval'.*eval-games"):
+        stream_seed("eval", 0)
+    with pytest.raises(TypeError, match="keys are ints or strings"):
+        stream_seed("tokens", 0.5)
+
+
+def test_games_of_one_scenario_draw_apart_with_seeds_and_alike_without():
+    """A scenario group's games (the same scenario several times): each with its own seed, the scripted agents'
+    private draws (talk, thresholds) differ; without seeds they key on the scenario and all games are one game."""
+    task = SocialScenes()
+    scenario = task.sample_scenarios(1, seed=0)[0]
+    agents = {"agent": SocialAgent("hesitant", seed=1), "partner": SocialAgent(None, seed=2)}
+    seeded = play(task, agents, [scenario] * 12, seeds=[stream_seed("train-games", 0, 0, j) for j in range(12)])
+    plain = play(task, agents, [scenario] * 12)
+    assert len({str(g) for g in games(seeded)}) > 6 and len({str(g) for g in games(plain)}) == 1
+    assert game_key(seeded[0].state, "counterpart") == stream_seed("counterpart", seeded[0].state.seed)
+    assert game_key(plain[0].state, "counterpart") == scenario.id
+    assert seeded[0].transcript()["seed"] == seeded[0].state.seed
+
+
+# -------------------------------------------------------------------------------------------------- evaluation
+
+@pytest.mark.parametrize("counterpart", ["scripted", "lm", "vs"])
+def test_the_first_50_games_of_an_80_game_evaluation_are_a_50_game_evaluation(dond_lm, counterpart):
+    """Every game draws from its own seed (eval seed, scenario, seat, counterpart): what else is evaluated, the
+    batch it runs in, and torch's global generator change nothing."""
+    model, tok = dond_lm
+    policy = LMAgent(model, tok, max_new_tokens=16)
+    other = {"scripted": lambda: ScriptedAgent("erratic", 1),
+             "lm": lambda: LMAgent(model, tok, max_new_tokens=16, name="partner"),
+             "vs": lambda: VerbalizedSampling(LMAgent(model, tok, max_new_tokens=16), k=2, retries=1)}[counterpart]
+    n = 30 if counterpart == "vs" else 80   # VS asks up to twice per turn
+    m = n * 5 // 8
+    seats = None if counterpart == "scripted" else ["A"]   # (an LM in both seats: the same code twice)
+    scenarios = TASK.sample_scenarios(n, seed=stream_seed("eval-scenarios", 0))
+    assert scenarios[:m] == TASK.sample_scenarios(m, seed=stream_seed("eval-scenarios", 0))
+    torch.manual_seed(1)
+    rows_n, eps_n = cross_play(TASK, {"base": policy}, {counterpart: other()}, scenarios, seats, seed=7,
+                               return_episodes=True)
+    torch.manual_seed(2)   # another global state, another batch: the same games
+    rows_m, eps_m = cross_play(TASK, {"base": policy}, {counterpart: other()}, scenarios[:m], seats, seed=7,
+                               return_episodes=True)
+    for cell, episodes in eps_m.items():
+        assert games(eps_n[cell][:m]) == games(episodes), cell
+        assert logprobs(eps_n[cell][:m]) == pytest.approx(logprobs(episodes), abs=1e-5)
+    first = rows_n.groupby("seat", sort=False).head(m).reset_index(drop=True)
+    pd.testing.assert_frame_equal(first, rows_m)
+    assert len({str(g) for g in games(eps_m["base", counterpart, "A"])}) > m // 2   # the games differ from each other
+
+
+def test_methods_face_the_same_random_numbers_and_a_seed_replays_its_games(dond_lm):
+    """The policy's name is not part of a game's key: two methods with the same weights play identical games
+    (common random numbers); the same seeds replay the same games, in any order."""
+    model, tok = dond_lm
+    scenarios = TASK.sample_scenarios(12, seed=3)
+    a, b = LMAgent(model, tok, max_new_tokens=16), LMAgent(model, tok, max_new_tokens=16)
+    _, played = cross_play(TASK, {"base": a, "trained": b}, {"fair": ScriptedAgent("fair", 0)}, scenarios,
+                           return_episodes=True)
+    for seat in TASK.roles:
+        assert games(played["base", "fair", seat]) == games(played["trained", "fair", seat])
+    seeds = [stream_seed("eval-games", 9, k) for k in range(12)]
+    agents = {"A": a, "B": a}
+    once, again = play(TASK, agents, scenarios, seeds=seeds), play(TASK, agents, scenarios[::-1], seeds=seeds[::-1])
+    assert games(once) == games(again[::-1]) and logprobs(once) == pytest.approx(logprobs(again[::-1]), abs=1e-5)
+    assert games(play(TASK, agents, scenarios[:1], seeds=seeds[:1])) == games(once[:1])
+    with pytest.raises(ValueError, match="one seed per game"):
+        play(TASK, agents, scenarios, seeds=seeds[:3])
+
+
+def test_lm_agents_keep_one_token_stream_per_game_and_role(dond_lm):
+    model, tok = dond_lm
+    lm = LMAgent(model, tok)
+    state, seedless = TASK.reset(TASK.sample_scenarios(1, seed=0)[0]), TASK.reset(TASK.sample_scenarios(1, seed=0)[0])
+    state.seed = 5
+    assert lm.rng(state, "A") is lm.rng(state, "A") and lm.rng(state, "A") is not lm.rng(state, "B")
+    assert lm.rng(seedless, "A") is None
+    lm.clear_cache()
+    assert lm._rngs == {}
+
+
+# ---------------------------------------------------------------------------------------------------- training
+
+def test_no_two_training_steps_share_a_scenario_id_and_every_dialogue_has_its_own_seed(dond_dir):
+    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+    cfg = TrainConfig(steps=8, scenarios_per_step=4, group_size=3, seed=1)
+    trainer = Trainer(TASK, model, tok, {"A": RoleSpec(adapter="A", trainable=True),
+                                         "B": RoleSpec(agent=ScriptedAgent("fair"))}, cfg)
+    drawn = [trainer.scenarios(step) for step in range(cfg.steps)]
+    ids = [{sc.id for sc in scenarios} for scenarios, _, _ in drawn]
+    assert all(len(i) == cfg.scenarios_per_step for i in ids) and len(set().union(*ids)) == 8 * 4
+    seeds = [s for _, _, step_seeds in drawn for s in step_seeds]
+    assert len(set(seeds)) == len(seeds) == 8 * 4 * 3
+    assert [sc.id for sc in drawn[2][0]] == [8, 8, 8, 9, 9, 9, 10, 10, 10, 11, 11, 11]
+    # two processes share a step's groups between them and draw the very same dialogues
+    split = []
+    for rank in (0, 1):
+        trainer.accelerator = SimpleNamespace(process_index=rank, num_processes=2)
+        scenarios, _, step_seeds = trainer.scenarios(2)
+        split += list(zip([sc.id for sc in scenarios], step_seeds))
+    assert sorted(split) == sorted(zip([sc.id for sc in drawn[2][0]], drawn[2][2]))
+
+
+def test_panel_eval_plays_each_member_alike_alone_and_restores_every_rng_state(dond_dir, monkeypatch):
+    """Each member's games key on (seed, scenario, seat, member): a panel of one gives that member's numbers of the
+    whole panel. The evaluation restores python's, numpy's, torch's and (where there is CUDA) CUDA's RNG states;
+    a stand-in CUDA RNG here records that it was saved and restored."""
+    import random
+
+    from dialogrl.rl.trainer import panel_eval
+
+    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+    trainer = Trainer(TASK, model, tok, {"A": RoleSpec(adapter="A", trainable=True),
+                                         "B": RoleSpec(agent=ScriptedAgent("fair"))},
+                      TrainConfig(steps=1, scenarios_per_step=2, group_size=2, max_new_tokens=12))
+    scenarios = TASK.sample_scenarios(6, seed=stream_seed("eval-scenarios", 0))
+    panel = {"fair": ScriptedAgent("fair"), "lm": LMAgent(model, tok, max_new_tokens=12, name="lm")}
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: calls.append("get") or ["cuda state"])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: calls.append(("set", states)))
+    random.seed(3)
+    np.random.seed(3)
+    torch.manual_seed(3)
+    before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state())
+    out = panel_eval(TASK, "A", panel, scenarios, seed=4)(trainer)
+    assert calls == ["get", ("set", ["cuda state"])]
+    assert random.getstate() == before[0] and np.array_equal(np.random.get_state()[1], before[1])
+    assert torch.equal(torch.get_rng_state(), before[2])
+    alone = panel_eval(TASK, "A", {"lm": panel["lm"]}, scenarios, seed=4)(trainer)
+    assert alone["lm/score"] == out["lm/score"] and alone["lm/reward"] == out["lm/reward"]
