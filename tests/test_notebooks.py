@@ -12,6 +12,7 @@ import nbformat
 import papermill
 import pytest
 
+from dialogrl.claims import VERDICTS, rejudge
 from dialogrl.reproduce import notebook_parameters, profile_parameters
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,14 +72,27 @@ def _estimate(table: dict, key: str, where: str, lo: float, hi: float):
     assert table[f"{key}_ci"][0] <= table[key] + 1e-9 and table[key] <= table[f"{key}_ci"][1] + 1e-9
 
 
-def _claims(claims: dict, n_seeds: int):
+def _claims(summary: dict, n_seeds: int):
+    """Every claim has its paired interval and a verdict that dialogrl.claims computes from its own numbers."""
+    claims = summary["claims"]
     assert claims
     for name, c in claims.items():
-        assert {"diff", "ci", "holds", "games"} <= set(c), name
+        assert {"diff", "ci", "verdict", "games", "checks"} <= set(c) and "holds" not in c, name
         _interval(c["ci"], name)
-        assert c["holds"] == (c["ci"][0] > 0) and c["games"] > 0, name
+        assert c["verdict"] in VERDICTS and c["games"] > 0, name
         if "seeds" in c:
             assert c["seeds"] == n_seeds, f"{name}: {c['seeds']} seeds paired, expected {n_seeds}"
+    assert rejudge(summary) == {k: c["verdict"] for k, c in claims.items()}
+
+
+def _manipulation(checks: dict, methods: list[str]):
+    """A manipulation check per trained method: its gain with an interval, the threshold, passed or not."""
+    assert set(methods) <= set(checks), f"checks missing: {sorted(set(methods) - set(checks))}"
+    for m in methods:
+        c = checks[m]
+        _interval(c["ci"], f"manipulation.{m}")
+        assert c["ceiling"] > c["base"] and c["threshold"] == pytest.approx(0.25 * (c["ceiling"] - c["base"]))
+        assert c["passed"] == (c["ci"][0] > 0 and c["gain"] >= c["threshold"]), m
 
 
 def _power(power: dict, n_seeds: int, claims: list[str]):
@@ -101,9 +115,10 @@ def check_01(summary: dict, params: dict):
     cal = summary["calibration"]
     assert cal["nll_calibrated"] > 0 and all(cal[f"behaviour_distance_{k}"] >= 0
                                              for k in ("uncalibrated", "calibrated", "human_proxy"))
-    _claims(summary["claims"], n)
+    _claims(summary, n)
+    _manipulation(summary["manipulation"], ["static", "interactive", "calibrated"])
     assert {"score.interactive_minus_static", "score.calibrated_minus_interactive",
-            "mismatch.interactive_minus_base"} <= set(summary["claims"])
+            "mismatch.interactive_minus_base", "shift.quadratic_coef"} <= set(summary["claims"])
     _power(summary["power"], n, ["score.interactive_minus_static", "score.calibrated_minus_interactive",
                                  "score.static_minus_base"])
     shift = summary["shift"]
@@ -129,7 +144,10 @@ def check_04(summary: dict, params: dict):
                 _estimate(summary[task][key], m, f"{task}.{key}", *ranges[key])
             for other in methods[task][:-2] + ["shared"]:
                 assert f"{task}.{key}.ibrl_minus_{other}" in summary["claims"]
-    _claims(summary["claims"], n)
+    _claims(summary, n)
+    for task in ("telesales", "dond"):
+        _manipulation(summary["manipulation"][task], [m for m in methods[task] if m != "base"])
+    assert "mismatch.telesales.unilateral-seller_minus_base" in summary["claims"]
     _power(summary["power"], n, ["telesales.success_at_1.ibrl_minus_unilateral-seller",
                                  "dond.agreement.ibrl_minus_unilateral-A", "dond.agreement.ibrl_minus_unilateral-B"])
     seller = summary["power"]["telesales.success_at_1.ibrl_minus_unilateral-seller"]
@@ -144,8 +162,8 @@ def check_04(summary: dict, params: dict):
 
 def check_03(summary: dict, params: dict):
     n = params["n_seeds"]
-    methods = params["methods"] if "methods" in params else ["base", "single", "vs", "ensemble", "cotrain",
-                                                              "population"]
+    methods = params["methods"] if "methods" in params else ["base", "single", "single_hot", "vs", "ensemble",
+                                                              "cotrain", "population"]
     assert summary["seeds"] == n and summary["interval"].startswith("t over") and len(summary["panel"]) >= 3
     for m in methods:
         _estimate(summary["heldout"]["success"], m, "heldout.success", 0.0, 1.0)
@@ -158,10 +176,12 @@ def check_03(summary: dict, params: dict):
     sims = summary["collapse"]["simulators"]
     assert all(0 < sims[f"top1/{s}"] <= 1 for s in ("reference", "single", "vs"))
     assert 0 <= sims["vs_unusable_rate"] <= 1 and 0 <= summary["vs"]["fallback_rate"] <= 1
-    _claims(summary["claims"], n)
+    _claims(summary, n)
+    _manipulation(summary["manipulation"], [m for m in methods if m != "base"])
+    assert summary["claims"]["success.vs_minus_single_hot"]["effect_kind"] == "up to"   # VS alone, one temperature
     assert {"success.vs_minus_single", "success.cotrain_minus_single", "success.population_minus_cotrain",
             "diversity.strategy_entropy.vs_minus_single", "mismatch.single_minus_base"} <= set(summary["claims"])
-    assert set(summary["mismatch"]) == {"single", "vs", "ensemble"}
+    assert set(summary["mismatch"]) == {"single", "single_hot", "vs", "ensemble"}
     _power(summary["power"], n, ["success.vs_minus_single", "success.cotrain_minus_single"])
     assert summary["power"]["success.vs_minus_single"]["paper_effect"] == pytest.approx(0.09)
 
@@ -181,7 +201,8 @@ def check_02(summary: dict, params: dict):
         rho = summary["judge"][key]
         assert rho is None or -1 <= rho <= 1, key
     assert summary["judge"]["sides"] == 56
-    _claims(summary["claims"], n)
+    _claims(summary, n)
+    _manipulation(summary["manipulation"], [m for m in methods if m != "base"])
     headline = [f"goal.{c}" for c in ("socialrl_minus_base", "socialrl_minus_outcome_ppo",
                                       "socialrl_minus_single_turn", "socialrl_minus_socialrl_grpo",
                                       "dynamic_minus_uniform", "dynamic_minus_manual")]
