@@ -147,7 +147,8 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
                             use_unsloth=use_unsloth)
     roles = {r: RoleSpec(adapter=r, trainable=True, lr=1e-4) for r in task.roles}
     cfg = TrainConfig(steps=2, scenarios_per_step=scenarios, group_size=group, algorithm=algorithm, kl_coef=0.05,
-                      max_new_tokens=max_new_tokens, mixed_precision="bf16" if device == "cuda" else "no")
+                      max_new_tokens=max_new_tokens, mixed_precision="bf16" if device == "cuda" else "no",
+                      minibatches=2)  # two optimizer steps per rollout: PPO's clip acts, as the notebooks run it
     trainer = Trainer(task, model, tok, roles, config=cfg)
     trainer.step()  # the first step pays for kernel selection and allocator growth
     step = trainer.step()
@@ -155,6 +156,7 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
     row["update_s"] = round(step["time/update_s"], 2)
     row["update_dialogues_per_s"] = round(scenarios * group / step["time/update_s"], 1)
     row["reward"] = {k: round(v, 3) for k, v in step.items() if k.startswith("reward/")}
+    row["clipfrac"] = {k: round(v, 3) for k, v in step.items() if k.endswith("/clipfrac")}
 
 
 def notebook_check_parameters(stem: str, paths: dict[str, str]) -> dict:
