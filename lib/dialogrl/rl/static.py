@@ -30,6 +30,7 @@ rules (the penalty), not learned.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -42,6 +43,7 @@ from dialogrl.envs.dealnodeal import persona_population
 from dialogrl.rl.advantages import group_advantages
 from dialogrl.rl.trainer import RoleSpec, Sample, Trainer
 from dialogrl.rollout import play
+from dialogrl.seeds import stream_seed
 
 REGRESSORS = ("ridge", "hgb")
 
@@ -226,14 +228,19 @@ class TurnRewardModel:
         return self.score_details(states, roles, texts)[0]
 
 
-def context_rewards(task: Task, policy: LMAgent, contexts: Sequence[Context], reward_model: TurnRewardModel
-                    ) -> np.ndarray:
+def context_rewards(task: Task, policy: LMAgent, contexts: Sequence[Context], reward_model: TurnRewardModel,
+                    seed: int = 0) -> np.ndarray:
     """(N,) Static Context RL's own objective for a frozen policy: the reward model's score of the turn the policy
     writes in each logged context (one sample each). Held-out contexts (cut from logs the reward model and the
-    trainer never saw) give a method's manipulation check: its mean against the base's on the same contexts."""
-    requests = [ActRequest(task, c.state, c.role, task.view(c.state, c.role)) for c in contexts]
+    trainer never saw) give a method's manipulation check: its mean against the base's on the same contexts.
+    Context i is written from its own seed, stream_seed("eval-games", seed, i, role, "logged contexts") (the policy
+    is not part of it: methods are compared on common random numbers, whatever ran before)."""
+    states = []
+    for i, c in enumerate(contexts):  # a copy with a game seed: the logged context itself is left as it is
+        states.append(dataclasses.replace(c.state, seed=stream_seed("eval-games", seed, i, c.role, "logged contexts")))
+    requests = [ActRequest(task, s, c.role, task.view(s, c.role)) for s, c in zip(states, contexts)]
     said = policy.act(requests)
-    policy.clear_cache()  # the contexts' KV caches (their states never finish)
+    policy.clear_cache()  # the contexts' KV caches and token streams (their states never finish)
     return reward_model.score([c.state for c in contexts], [c.role for c in contexts], [u.text for u in said])
 
 
