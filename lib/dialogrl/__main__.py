@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     tiny.add_argument("--force", action="store_true", help="rebuild even if cached")
     tiny.add_argument("--seed", type=int, default=None, help="build seed (initialisation, data order; default 0)")
     tiny.add_argument("--data", default=None, help="corpus source for models built from real logs (a local copy)")
-    tiny.add_argument("--list", action="store_true", help="list the embedded models and exit")
+    tiny.add_argument("--list", action="store_true",
+                      help="list the embedded models and the packaged pretrained ones, and exit")
 
     args = parser.parse_args(argv)
     try:
@@ -97,11 +98,15 @@ def _build_tiny(args) -> int:
     import resource
     import time
 
+    from dialogrl.packaged import PACKAGED_MODELS, installed_version
     from dialogrl.tiny import TINY_MODELS, build_info, build_tiny_model
 
     if args.list:
         for name, recipe in sorted(TINY_MODELS.items()):
             print(f"{name}: {recipe.description}")
+        for name, spec in sorted(PACKAGED_MODELS.items()):
+            state = "installed" if installed_version(name) else f"not installed: {spec.install_command}"
+            print(f"{name}: {spec.description} [{state}]")
         return 0
     t0 = time.time()
     overrides = {"source": args.data} if args.data else {}

@@ -78,10 +78,15 @@ def _embedded_names() -> list[str]:
 
 
 def check_model_name(name: str) -> str:
-    """Classify a model name as 'tiny', 'local' or 'hub'; raise ValueError naming the choices if it is none of them."""
+    """Classify a model name as 'tiny', 'packaged' (a pretrained model shipped in a PyPI package, `packaged.py`),
+    'local' or 'hub'; raise ValueError naming the choices if it is none of them."""
+    from dialogrl.packaged import PACKAGED_MODELS
+
     embedded = _embedded_names()
     if name in embedded:
         return "tiny"
+    if name in PACKAGED_MODELS:
+        return "packaged"
     if name.startswith("tiny-"):
         raise ValueError(f"unknown embedded model {name!r}; embedded models: {', '.join(embedded)}")
     path = Path(name).expanduser()
@@ -91,14 +96,16 @@ def check_model_name(name: str) -> str:
         raise ValueError(f"no model folder at {name!r}")
     if HUB_ID_PATTERN.match(name):
         return "hub"
-    raise ValueError(f"{name!r} is neither an embedded model ({', '.join(embedded)}), "
-                     "an existing local folder, nor a hub id of the form 'org/name'")
+    raise ValueError(f"{name!r} is neither an embedded model ({', '.join(embedded)}), a packaged pretrained model "
+                     f"({', '.join(sorted(PACKAGED_MODELS))}), an existing local folder, nor a hub id of the form "
+                     "'org/name'")
 
 
 def resolve_model_path(name: str) -> str:
     """Turn a model name into something `from_pretrained` can open without a long network timeout.
 
-    Embedded names are built (or taken from the cache) and give a local folder. Hub ids are returned as they are when
+    Embedded names are built (or taken from the cache) and give a local folder; packaged names are converted from
+    their package's GGUF file once and cached (`packaged.packaged_model_path`). Hub ids are returned as they are when
     they are in the local HF cache or the hub is reachable; otherwise a ModelUnavailableError names the id, says the
     machine is offline, and points at the embedded models.
     """
@@ -107,9 +114,15 @@ def resolve_model_path(name: str) -> str:
         from dialogrl.tiny import build_tiny_model
 
         return str(build_tiny_model(name))
+    if kind == "packaged":
+        from dialogrl.packaged import packaged_model_path
+
+        return str(packaged_model_path(name))
     if kind == "local":
         return str(Path(name).expanduser())
     from huggingface_hub import try_to_load_from_cache
+
+    from dialogrl.packaged import PACKAGED_MODELS
 
     cached = try_to_load_from_cache(name, "config.json")
     if isinstance(cached, str) or hub_reachable():
@@ -117,6 +130,7 @@ def resolve_model_path(name: str) -> str:
     raise ModelUnavailableError(
         f"cannot load {name!r}: this machine is offline (the Hugging Face hub is unreachable) and the model is not in "
         f"the local cache. Use an embedded model instead ({', '.join(repr(n) for n in _embedded_names())}), "
+        f"a packaged pretrained one ({', '.join(repr(n) for n in sorted(PACKAGED_MODELS))}), "
         "or a local folder saved with save_pretrained.")
 
 
@@ -141,7 +155,8 @@ def load_model(name: str, *, adapters: Sequence[str] = (), device: str = "auto",
                max_seq_length: int = 2048):
     """Load a causal LM and its tokenizer; optionally add named LoRA adapters.
 
-    name: an embedded tiny name ('tiny-dond'), a local folder, or a hub id ('Qwen/Qwen2.5-0.5B-Instruct').
+    name: an embedded tiny name ('tiny-dond'), a packaged pretrained model ('smollm2-135m-instruct'), a local
+        folder, or a hub id ('Qwen/Qwen2.5-0.5B-Instruct').
     adapters: names of LoRA adapters to add (one per role, say); the first is active. Empty: the plain model.
     device: 'auto' (cuda > mps > cpu) or a torch device string.
     bf16: load weights in bfloat16 (for GPUs; CPU runs stay fp32 by default); float16, with a warning, on a GPU
