@@ -173,6 +173,13 @@ class RowQueue:
         rngs = [self.rngs.get(k) for k in self.keys] if self.rngs else None
         return sample_categorical(logp.exp(), rngs)                           # (B,)
 
+    def prefill(self) -> dict[Hashable, torch.Tensor]:
+        """Join the waiting rows (one prefill forward, cached prefixes reused) and return every live row's
+        next-token logits (V,) by key, sampling nothing: to score how a prompt would go on (dialogrl.counterpart)."""
+        if self.queue:
+            self._join()
+        return {k: self.logits[b] for b, k in enumerate(self.keys)}
+
     def _join_due(self) -> bool:
         return bool(self.queue) and (not self.keys or len(self.queue) >= self.join_fraction * len(self.keys))
 

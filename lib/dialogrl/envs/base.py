@@ -121,6 +121,18 @@ class Task:
         them by likelihood. Optional: only tasks with such a phase implement it."""
         raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no selection phase")
 
+    def counterpart_prompt(self, scenario, role: str) -> str:
+        """The system prompt of a pretrained language model playing `role` as a counterpart (dialogrl.counterpart):
+        its character and situation in plain words, no marker instructions (the game's decisions are asked apart,
+        `counterpart_decision`). Optional: tasks with a language-model counterpart implement it."""
+        raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no language-model counterpart")
+
+    def counterpart_decision(self, state: GameState, role: str):
+        """The decision the rules allow `role` now, as a generator: it yields `Question`s, receives each chosen
+        answer, and returns the marker to append to the turn ('' for none). A language-model counterpart answers
+        by calibrated likelihood (dialogrl.counterpart). Optional, with `counterpart_prompt`."""
+        raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no language-model counterpart")
+
     def other(self, role: str) -> str:
         """The partner of `role` in a two-role task."""
         a, b = self.roles
@@ -180,6 +192,23 @@ def conversations(task: Task, states: Sequence[GameState], views: str = "one") -
 def shorten(text: str, limit: int = 60) -> str:
     """`text`, cut to `limit` characters: invalid reasons quote the input, which may be 10^5 characters long."""
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Question:
+    """A decision put to a language-model counterpart after the conversation (`Task.counterpart_decision`).
+
+    text: the question, with the game's specifics ("They propose you get 1 book and 2 balls. Do you accept?").
+    answers: the allowed answers, each starting with a different word ("yes", "no"); the first word is scored.
+    neutral: the question without the specifics, asked after a content-free conversation to calibrate the model's
+        prior over the answers (None: `text` itself).
+    within: calibrate within the conversation instead: against the neutral question asked after the same talk, so
+        that only the question's specifics (an offer's terms) move the answer, not the talk.
+    """
+    text: str
+    answers: tuple[str, ...]
+    neutral: str | None = None
+    within: bool = False
 
 
 # ----------------------------------------------------------------------------------------------------- agents

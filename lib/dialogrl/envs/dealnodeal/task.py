@@ -42,7 +42,7 @@ from functools import cache
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Task, Turn, history_messages, one_marker, shorten
+from dialogrl.envs.base import GameState, Question, Task, Turn, history_messages, one_marker, shorten
 
 ITEMS = ("book", "hat", "ball")
 PROTOCOLS = ("offer", "selection")
@@ -156,6 +156,7 @@ _SELECT_ITEMS = re.compile(r"item0\s*=\s*([0-9]+)\s+item1\s*=\s*([0-9]+)\s+item2
 _SELECT_NAMES = re.compile(r"book\s*=\s*([0-9]+)\s+hat\s*=\s*([0-9]+)\s+ball\s*=\s*([0-9]+)", re.I | re.A)
 _NO_AGREEMENT = re.compile(r"no agreement|disconnect|<no_agreement>", re.I | re.A)
 SELECTION_TOKEN = "<selection>"
+NUMBER_WORDS = ("none", "one", "two", "three", "four")   # a count as a language-model counterpart answers it
 
 
 def _counts(digits: Sequence[str]) -> tuple[int, ...] | None:
@@ -253,6 +254,43 @@ class DealOrNoDeal(Task):
             msgs.append({"role": "user", "content": "Selection: write the agreed split as "
                          "'book=N hat=N ball=N' (your share), or 'no agreement'."})
         return msgs
+
+    # -- a pretrained language model as a counterpart (dialogrl.counterpart)
+    def counterpart_prompt(self, scenario: DondScenario, role: str) -> str:
+        counts, values = scenario.counts, scenario.values[self.roles.index(role)]
+        worth = ", ".join(f"each {item} is worth {v} point{'s' if v != 1 else ''} to you" for item, v in
+                          zip(ITEMS, values))
+        return (f"You are negotiating with another person how to split {describe(counts)} between you two; {worth} "
+                f"(all of them together: {TOTAL_VALUE} points). You want as many points as you can get, and no deal "
+                "gives you nothing. Reply in one or two short sentences.")
+
+    def counterpart_decision(self, state: GameState, role: str):
+        """Offer protocol: accept the partner's standing proposal, else propose a share of its own, each item's
+        count asked apart. Selection protocol: write <selection> when it says the two have agreed; in the selection
+        phase, the agreed share, each item's count asked apart."""
+        scenario, values = state.scenario, state.scenario.values[self.roles.index(role)]
+        if self.protocol == "selection" and state.info.get("phase") != "select":
+            agreed = yield Question("Have you and the other person agreed on how to split the items? Answer yes or "
+                                    "no.", ("yes", "no"))
+            return SELECTION_TOKEN if agreed == "yes" else ""
+        standing = state.info.get("offer")
+        if self.protocol == "offer" and standing is not None and standing[0] != role:
+            mine = complement(scenario.counts, standing[1])
+            accept = yield Question(
+                f"They propose that you get {describe(mine)}, worth {split_value(values, mine)} of your "
+                f"{TOTAL_VALUE} points, and they get the rest. Do you accept? Answer yes or no.", ("yes", "no"),
+                neutral="They propose a split of the items. Do you accept? Answer yes or no.", within=True)
+            if accept == "yes":
+                return "[accept]"
+        verb = "agreed to get" if self.protocol == "selection" else "ask for"
+        share = []
+        for item, c in zip(ITEMS, scenario.counts):
+            words = NUMBER_WORDS[:c + 1]
+            n = yield Question(f"How many {item}s do you {verb}: {', '.join(words[:-1])} or {words[-1]}?", words)
+            share.append(words.index(n))
+        if self.protocol == "offer":
+            return marker(share)
+        return " ".join(f"{item}={n}" for item, n in zip(ITEMS, share))
 
     # -- turns
     def current_role(self, state: GameState) -> str:

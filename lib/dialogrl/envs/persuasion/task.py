@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Task, Turn, history_messages, one_marker, shorten
+from dialogrl.envs.base import GameState, Question, Task, Turn, history_messages, one_marker, shorten
 
 ROLES = ("persuader", "persuadee")
 PAYMENT = 2.0   # dollars: the task payment of the study
@@ -143,6 +143,28 @@ class PersuasionForGood(Task):
     def view(self, state: GameState, role: str) -> list[dict]:
         msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
         return msgs + history_messages(state, role, opening="The other worker joins the chat. You speak first.")
+
+    # -- a pretrained language model as the persuadee (dialogrl.counterpart)
+    def counterpart_prompt(self, scenario: PersuasionScenario, role: str) -> str:
+        if role != "persuadee":
+            raise ValueError(f"the language-model counterpart plays the persuadee, not the {role}")
+        return (f"You are a worker on a crowdsourcing website and just earned ${scenario.payment:.2f} for a task; "
+                f"{PERSUADEE_PROFILES[scenario.persona]}. Another worker is chatting with you. Reply as yourself, "
+                "in one or two short sentences.")
+
+    def counterpart_decision(self, state: GameState, role: str):
+        """As in the study, the persuadee decides after the conversation: at its last turn it is asked whether it
+        donates and, if so, how much (fifty cents, one dollar or the whole payment)."""
+        if len(state.talk_turns()) < self.max_turns - 1:
+            return ""
+        pay = state.scenario.payment
+        give = yield Question(f"The chat is over. Will you donate part of your ${pay:.2f} to Save the Children? "
+                              "Answer yes or no.", ("yes", "no"))
+        if give != "yes":
+            return donate_marker(0.0)
+        amount = yield Question(f"How much of your ${pay:.2f} do you donate: fifty cents, one dollar, or two "
+                                "dollars?", ("fifty cents", "one dollar", "two dollars"))
+        return donate_marker({"fifty cents": 0.5, "one dollar": 1.0, "two dollars": 2.0}[amount])
 
     # -- turns
     def current_role(self, state: GameState) -> str:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Task, Turn, history_messages, one_marker, shorten
+from dialogrl.envs.base import GameState, Question, Task, Turn, history_messages, one_marker, shorten
 from dialogrl.envs.social.acts import hear
 from dialogrl.envs.social.scenes import ALL_SCENES, HARD_SCENES, TRAIN_SCENES, Scene
 from dialogrl.envs.social.terms import concrete_terms, names_request
@@ -354,6 +354,23 @@ class SocialScenes(Task):
     def view(self, state: GameState, role: str) -> list[dict]:
         msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
         return msgs + history_messages(state, role, opening="Your partner is here. You speak first.")
+
+    # -- a pretrained language model as the partner (dialogrl.counterpart)
+    def counterpart_prompt(self, scenario: SocialScenario, role: str) -> str:
+        if role != "partner":
+            raise ValueError(f"the language-model counterpart plays the partner, not the {role}")
+        s = scenario.scene
+        return (f"Scene: {s.setting}; you two are {RELATIONSHIPS[scenario.relationship]}. You are the one being "
+                f"asked; {scenario.partner.about}. Your own goal: {s.concern}. Reply in one or two short sentences.")
+
+    def counterpart_decision(self, state: GameState, role: str):
+        """Each turn the partner is asked whether it grants the request now: fully, partly, or not (the talk goes
+        on; it never refuses with a marker, which only counts refusals)."""
+        s = state.scenario.scene
+        grant = yield Question(f"They would like you to {s.ask} (or at least to {s.partial}). Do you agree? Answer "
+                               "yes, partly, or no.", ("yes", "partly", "no"),
+                               neutral="They ask you for something. Do you agree? Answer yes, partly, or no.")
+        return {"yes": "[AGREE]", "partly": "[AGREE PARTLY]"}.get(grant, "")
 
     # -- turns
     def current_role(self, state: GameState) -> str:

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import MARKER, GameState, Task, Turn, history_messages, one_marker, shorten
+from dialogrl.envs.base import MARKER, GameState, Question, Task, Turn, history_messages, one_marker, shorten
 
 TYPES = ("sedan", "suv", "pickup", "van", "hatchback", "ev")
 FEATURES = ("awd", "hybrid", "third_row", "sunroof", "towing", "leather", "heated_seats")
@@ -287,6 +287,34 @@ class VehicleTeleSales(Task):
     def view(self, state: GameState, role: str) -> list[dict]:
         msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
         return msgs + history_messages(state, role, opening="A buyer calls. You speak first.")
+
+    # -- a pretrained language model as the buyer (dialogrl.counterpart)
+    def counterpart_prompt(self, scenario: TelesalesScenario, role: str) -> str:
+        if role != "buyer":
+            raise ValueError(f"the language-model counterpart plays the buyer, not the {role}")
+        lot = "; ".join(f"{i}. {describe_vehicle(v)}" for i, v in enumerate(scenario.lot, 1))
+        needs = ", ".join(f.replace("_", " ") for f in scenario.must_have) or "nothing in particular"
+        return (f"You are calling a car dealer to buy a vehicle; {BUYER_PROFILES[scenario.persona]}. Your budget is "
+                f"${scenario.budget}; you must have: {needs}; you prefer {article(scenario.preferred_type)}. The "
+                f"dealer's lot: {lot}. Reply in one or two short sentences.")
+
+    def counterpart_decision(self, state: GameState, role: str):
+        """The buyer takes the seller's latest offer or not (the talk goes on; no sale at the turn cap). The question
+        states in words what a 135M model cannot work out from the numbers: whether the price is within its budget
+        and whether the vehicle has what it must have (asked with the bare numbers, SmolLM2-135M's answer does not
+        move with the price: papers/README.md, "Language-model counterparts")."""
+        offers = state.info.get("offers", [])
+        if not offers:
+            return ""
+        vehicle, price = offers[-1]
+        s, v = state.scenario, CATALOG[vehicle]
+        budget = "within your budget" if price <= s.budget else "over your budget"
+        missing = [f.replace("_", " ") for f in s.must_have if f not in v.features]
+        needs = f"lacks {' and '.join(missing)}, which you must have" if missing else "has everything you must have"
+        buy = yield Question(f"The dealer offers you the {v.id} ({v.type}) for ${price}: {budget}, and it {needs}. "
+                             "Do you buy it? Answer yes or no.", ("yes", "no"),
+                             neutral="The dealer offers you a vehicle. Do you buy it? Answer yes or no.", within=True)
+        return "[ACCEPT]" if buy == "yes" else ""
 
     # -- turns
     def current_role(self, state: GameState) -> str:

@@ -1,0 +1,201 @@
+"""A pretrained instruct model as a game's counterpart: free text from a character prompt, and the game's decisions
+chosen by calibrated likelihood where the rules allow them.
+
+    lm = LMAgent(model, tok, max_new_tokens=40, temperature=0.7)          # e.g. load_model("smollm2-135m-instruct")
+    buyer = LMCounterpart(lm, name="smollm2")
+    play(task, [seller, buyer], scenarios, seeds=...)
+
+A 135M instruct model writes fluent replies but does not keep a marker format by prompting alone (SmolLM2-135M as a
+persuadee told to end with [DONATE $x]: 0 of 32 games ended in a decision). So each of its turns has two parts:
+
+  1. talk: the model writes a reply from `task.counterpart_prompt(scenario, role)` (its character and situation in
+     plain words, no markers asked) and the conversation so far;
+  2. decide: `task.counterpart_decision(state, role)` puts the questions the rules allow now (accept this offer?
+     how much to give?), each answered by the model's next-word likelihood after the conversation, its own reply and
+     the question. The raw likelihood carries each answer's prior (a 135M model says "yes" to nearly anything), so
+     the answer is chosen by contextual calibration (Zhao et al., ICML 2021, "Calibrate before use"):
+
+        score(a) = log p(a | conversation, question) - log p(a | content-free conversation, neutral question)
+
+     and the highest score wins. The content-free input keeps the format (the chat template, a system line, the
+     question's wording without the game's specifics) and replaces the content with "N/A". For a yes/no question
+     this says yes when the conversation made "yes" more likely than it is with no content at all: a threshold
+     fixed by the method, not tuned on any outcome.
+
+If the model writes a marker of its own, the game's rules read it (valid or not, counted as the game counts invalid
+turns) and nothing is asked that turn. `stats` counts turns, questions, decisions taken and markers written in text.
+Replies are plain text (no token ids): a counterpart is frozen.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+
+from dialogrl.agents import LMAgent
+from dialogrl.envs.base import MARKER, ActRequest, Agent, Question
+
+CONTENT_FREE = "N/A"      # Zhao et al.'s content-free input
+
+
+class LMCounterpart(Agent):
+    """A frozen LMAgent playing a game's counterpart role: it talks, and decides by calibrated likelihood.
+
+    lm: the language model (its temperature and max_new_tokens shape the talk; token streams per game as LMAgent's).
+    batch_size: rows per scoring prefill.
+    """
+
+    def __init__(self, lm: LMAgent, name: str | None = None, batch_size: int = 32):
+        self.lm, self.batch_size = lm, batch_size
+        self.name = name or f"counterpart({lm.name})"
+        self._neutral: dict[tuple, dict[str, float]] = {}    # (neutral question, answers, system) -> log-probs
+        self.stats: Counter = Counter()
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        talks = [self.talk_messages(r) for r in requests]
+        talking = [i for i, r in enumerate(requests) if r.state.info.get("phase", "talk") == "talk"]
+        # the talk through the LMAgent's game loop: each game goes on from its cached context of the last turn
+        said = self.lm.act([ActRequest(requests[i].task, requests[i].state, requests[i].role, talks[i])
+                            for i in talking])
+        texts = [""] * len(requests)                        # a later phase (a selection) is the decision alone
+        for i, u in zip(talking, said):
+            texts[i] = " ".join(u.text.split())             # one line: the history shows it as one message
+        self.stats["turns"] += len(requests)
+        markers = [""] * len(requests)
+        pending = {}                                        # request index -> (decision generator, question)
+        for i, (r, text) in enumerate(zip(requests, texts)):
+            if MARKER.search(text) or "[" in text or "]" in text:
+                self.stats["marker_in_text"] += 1           # the model's own marker: the rules read it
+                continue
+            gen = r.task.counterpart_decision(r.state, r.role)
+            self._advance(gen, None, i, pending, markers)
+        while pending:                                      # one batch of questions per round, across games
+            idx = sorted(pending)
+            chosen = self.answer([requests[i] for i in idx], [talks[i] for i in idx], [texts[i] for i in idx],
+                                 [pending[i][1] for i in idx])
+            for i, a in zip(idx, chosen):
+                gen, _ = pending.pop(i)
+                self._advance(gen, a, i, pending, markers)
+        out = []
+        for text, marker in zip(texts, markers):
+            self.stats["decisions"] += bool(marker)
+            out.append(f"{text} {marker}".strip() if marker else text)
+        return out
+
+    def _advance(self, gen, answer, i: int, pending: dict, markers: list) -> None:
+        try:
+            question = gen.send(answer)
+        except StopIteration as stop:
+            markers[i] = stop.value or ""
+            return
+        pending[i] = (gen, question)
+
+    def talk_messages(self, r: ActRequest) -> list[dict]:
+        """The chat the model talks from: the counterpart prompt, then the role's view of the talk (no system line
+        of the game's own: that one asks for markers)."""
+        system = r.task.counterpart_prompt(r.state.scenario, r.role)
+        return [{"role": "system", "content": system}] + [m for m in r.messages if m["role"] != "system"]
+
+    def answer(self, requests, talks, replies, questions: Sequence[Question]) -> list[str]:
+        """Each question's answer with the highest calibrated score (see the module docstring)."""
+        contexts = [talk + ([{"role": "assistant", "content": reply}] if reply else [])
+                    for talk, reply in zip(talks, replies)]
+        prefixes = []
+        for r in requests:                                  # the game's cached context: its talk so far
+            kept = self.lm._cache.get((id(r.state), r.role))
+            prefixes.append(kept[1] if kept is not None and kept[0] is r.state else None)
+        self.stats["questions"] += len(questions)
+        return [max(q.answers, key=sc.get) for q, sc in zip(questions, self.scores(requests, contexts, questions,
+                                                                                     prefixes))]
+
+    def scores(self, requests, contexts, questions: Sequence[Question], prefixes=None) -> list[dict[str, float]]:
+        """Every answer's calibrated score after each context (a chat without the question): log p(a | context,
+        question) minus log p(a) after the content-free context and the neutral question, or, for a question
+        calibrated `within` its conversation, after the same context and the neutral question (so that only the
+        question's specifics count). prefixes: per context, a cached context it begins with, or None."""
+        prefixes = list(prefixes or [None] * len(contexts))
+        chats = [c + [{"role": "user", "content": q.text}] for c, q in zip(contexts, questions)]
+        inner = [i for i, q in enumerate(questions) if q.within]
+        chats += [contexts[i] + [{"role": "user", "content": questions[i].neutral or questions[i].text}]
+                  for i in inner]
+        logps = self.answer_logprobs(chats, list(questions) + [questions[i] for i in inner],
+                                     prefixes + [prefixes[i] for i in inner])
+        within = dict(zip(inner, logps[len(questions):]))
+        out = []
+        for i, (r, q, lp) in enumerate(zip(requests, questions, logps)):
+            base = within[i] if q.within else self.neutral_logprobs(
+                q, r.task.counterpart_prompt(r.state.scenario, r.role))
+            out.append({a: lp[a] - base[a] for a in q.answers})
+        return out
+
+    def neutral_logprobs(self, q: Question, system: str) -> dict[str, float]:
+        """log p(answer | content-free input): the character's system line kept (its disposition is part of the
+        content we want), the conversation and the question's specifics replaced by N/A and the neutral question."""
+        key = (q.neutral or q.text, q.answers, system)
+        if key not in self._neutral:
+            chat = [{"role": "system", "content": system}, {"role": "user", "content": CONTENT_FREE},
+                    {"role": "assistant", "content": CONTENT_FREE}, {"role": "user", "content": q.neutral or q.text}]
+            self._neutral[key] = self.answer_logprobs([chat], [q])[0]
+        return self._neutral[key]
+
+    def answer_logprobs(self, chats: Sequence[list[dict]], questions: Sequence[Question],
+                        prefixes: Sequence | None = None) -> list[dict[str, float]]:
+        """Per chat, each answer's log-probability as the assistant's first word: the log-sum-exp over the answer's
+        spellings (as written, Capitalised, UPPER) of the first token of each, after the generation prompt.
+        prefixes: per chat, a cached context it begins with (sampling.CachedPrefix) or None; the decoding engine
+        runs only what follows it."""
+        from dialogrl.fastdecode import decode_batch
+
+        tok = self.lm.tok
+        firsts = [{a: first_tokens(tok, a) for a in q.answers} for q in questions]
+        for q, f in zip(questions, firsts):
+            ids = [t for a in q.answers for t in f[a]]
+            if len(ids) != len(set(ids)):
+                raise ValueError(f"answers {q.answers} of {q.text!r} share a first token: each must start with "
+                                 "its own word")
+        prompts = self.lm.encode(chats)
+        prefixes = prefixes or [None] * len(chats)
+        out = []
+        for start in range(0, len(prompts), self.batch_size):
+            batch = decode_batch(self.lm.model, tok.pad_token_id, self.lm.stop_ids, 1, self.lm.sampling_logprobs,
+                                 lean=self.lm.lean)
+            if hasattr(batch, "lean"):                      # the lean engine: its fused weights built once, kept
+                self._lean = batch.lean = getattr(self, "_lean", None) or batch.lean
+            for i in range(start, min(start + self.batch_size, len(prompts))):
+                batch.add(i, prompts[i], prefixes[i])
+            with torch.no_grad(), self.lm._context():
+                logits = batch.prefill()                    # key -> (V,)
+            for i in range(start, min(start + self.batch_size, len(prompts))):
+                row = logits[i].float().log_softmax(-1)
+                out.append({a: torch.logsumexp(row[ids], 0).item() for a, ids in firsts[i].items()})
+        return out
+
+    def clear_cache(self) -> None:
+        self.lm.clear_cache()
+
+
+def first_tokens(tok, answer: str) -> list[int]:
+    """The first token id of each spelling of `answer` (as written, Capitalised, UPPER), distinct."""
+    spellings = {answer, answer[:1].upper() + answer[1:], answer.upper()}
+    return sorted({tok(s, add_special_tokens=False)["input_ids"][0] for s in spellings})
+
+
+def decision_scores(counterpart: LMCounterpart, task, states, role: str) -> list[dict[str, float] | None]:
+    """The calibrated score of each answer to the first question `role`'s decision would ask now in each game
+    (None where it asks none), its own reply left out: how the decision responds to a conversation, measured on
+    given (e.g. scripted) conversations without sampling. papers/README.md reports it per game."""
+    requests = [ActRequest(task, s, role, task.view(s, role)) for s in states]
+    asked = []
+    for i, r in enumerate(requests):
+        try:
+            asked.append((i, next(task.counterpart_decision(r.state, role))))
+        except StopIteration:
+            pass
+    out: list[dict[str, float] | None] = [None] * len(states)
+    if asked:
+        scores = counterpart.scores([requests[i] for i, _ in asked],
+                                    [counterpart.talk_messages(requests[i]) for i, _ in asked], [q for _, q in asked])
+        for (i, _), sc in zip(asked, scores):
+            out[i] = sc
+    return out
