@@ -34,13 +34,18 @@ from collections.abc import Sequence
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import MARKER, ActRequest, Agent, Question
+from dialogrl.envs.base import MARKER, ActRequest, Question, StreamingAgent, Utterance
 
 CONTENT_FREE = "N/A"      # Zhao et al.'s content-free input
 
 
-class LMCounterpart(Agent):
+class LMCounterpart(StreamingAgent):
     """A frozen LMAgent playing a game's counterpart role: it talks, and decides by calibrated likelihood.
+
+    It streams: each game's talk joins the LMAgent's continuous batch when the game needs a turn (`submit`), every
+    `advance` runs one decoding step, and the turns that ended get their decisions (a short prefill of each
+    question after the game's cached talk) and are handed back. So the model decodes in one batch whatever the other
+    role is, a scripted persona answering at once or a language model whose turns end at different steps.
 
     lm: the language model (its temperature and max_new_tokens shape the talk; token streams per game as LMAgent's).
     batch_size: rows per scoring prefill.
@@ -50,27 +55,55 @@ class LMCounterpart(Agent):
         self.lm, self.batch_size = lm, batch_size
         self.name = name or f"counterpart({lm.name})"
         self._neutral: dict[tuple, dict[str, float]] = {}    # (neutral question, answers, system) -> log-probs
+        self._talking: dict[int, tuple] = {}                 # id(the LMAgent's request) -> (request, talk chat)
+        self._ready: list[tuple] = []                        # (request, talk chat, text) waiting for a decision
         self.stats: Counter = Counter()
 
+    def submit(self, requests: Sequence[ActRequest]) -> None:
+        for r in requests:
+            talk = self.talk_messages(r)
+            if r.state.info.get("phase", "talk") != "talk":
+                self._ready.append((r, talk, ""))           # a later phase (a selection) is the decision alone
+                continue
+            lm_request = ActRequest(r.task, r.state, r.role, talk)
+            self._talking[id(lm_request)] = (r, talk)
+            self.lm.submit([lm_request])                    # goes on from the game's cached context
+
+    def busy(self) -> bool:
+        return bool(self._ready) or self.lm.busy()
+
+    def advance(self) -> list[tuple[ActRequest, Utterance]]:
+        with torch.no_grad():
+            ended = self.lm.advance() if self.lm.busy() else []
+        items, self._ready = self._ready, []
+        for lm_request, u in ended:
+            r, talk = self._talking.pop(id(lm_request))
+            items.append((r, talk, " ".join(u.text.split())))   # one line: the history shows it as one message
+        if not items:
+            return []
+        texts = self.decide([r for r, _, _ in items], [t for _, t, _ in items], [x for _, _, x in items])
+        return [(r, Utterance(text)) for (r, _, _), text in zip(items, texts)]
+
     def act(self, requests: Sequence[ActRequest]) -> list[str]:
-        talks = [self.talk_messages(r) for r in requests]
-        talking = [i for i, r in enumerate(requests) if r.state.info.get("phase", "talk") == "talk"]
-        # the talk through the LMAgent's game loop: each game goes on from its cached context of the last turn
-        said = self.lm.act([ActRequest(requests[i].task, requests[i].state, requests[i].role, talks[i])
-                            for i in talking])
-        texts = [""] * len(requests)                        # a later phase (a selection) is the decision alone
-        for i, u in zip(talking, said):
-            texts[i] = " ".join(u.text.split())             # one line: the history shows it as one message
+        self.submit(requests)
+        said = {}
+        while self.busy():
+            for r, u in self.advance():
+                said[id(r)] = u.text
+        return [said[id(r)] for r in requests]
+
+    def decide(self, requests, talks, texts) -> list[str]:
+        """Each turn's text with the marker its decision chose appended (none where the model wrote a marker of its
+        own: the rules read that one); the questions of all these games asked in one batch per round."""
         self.stats["turns"] += len(requests)
         markers = [""] * len(requests)
         pending = {}                                        # request index -> (decision generator, question)
         for i, (r, text) in enumerate(zip(requests, texts)):
             if MARKER.search(text) or "[" in text or "]" in text:
-                self.stats["marker_in_text"] += 1           # the model's own marker: the rules read it
+                self.stats["marker_in_text"] += 1
                 continue
-            gen = r.task.counterpart_decision(r.state, r.role)
-            self._advance(gen, None, i, pending, markers)
-        while pending:                                      # one batch of questions per round, across games
+            self._advance(r.task.counterpart_decision(r.state, r.role), None, i, pending, markers)
+        while pending:
             idx = sorted(pending)
             chosen = self.answer([requests[i] for i in idx], [talks[i] for i in idx], [texts[i] for i in idx],
                                  [pending[i][1] for i in idx])
@@ -173,6 +206,7 @@ class LMCounterpart(Agent):
 
     def clear_cache(self) -> None:
         self.lm.clear_cache()
+        self._talking, self._ready = {}, []
 
 
 def first_tokens(tok, answer: str) -> list[int]:
