@@ -133,6 +133,12 @@ class LMAgent(StreamingAgent):
         return [Utterance(self.tok.decode(c, skip_special_tokens=True).strip(), p, c, lp)
                 for p, c, lp in zip(prompts, completions, logps)]
 
+    def cached_prefix(self, state: GameState, role: str):
+        """The KV cache of `role`'s last turn in this game (its prompt and completion: sampling.CachedPrefix), or
+        None: what a later prompt that begins with that turn can go on from."""
+        kept = self._cache.get((id(state), role))
+        return kept[1] if kept is not None and kept[0] is state else None
+
     def rng(self, state: GameState, role: str) -> random.Random | None:
         """The stream `role`'s tokens are sampled from in this game: one random.Random per (game, role), seeded by
         stream_seed("tokens", game seed, role) and kept for the game's lifetime; None for a game without a seed."""

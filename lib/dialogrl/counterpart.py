@@ -134,10 +134,7 @@ class LMCounterpart(StreamingAgent):
         """Each question's answer with the highest calibrated score (see the module docstring)."""
         contexts = [talk + ([{"role": "assistant", "content": reply}] if reply else [])
                     for talk, reply in zip(talks, replies)]
-        prefixes = []
-        for r in requests:                                  # the game's cached context: its talk so far
-            kept = self.lm._cache.get((id(r.state), r.role))
-            prefixes.append(kept[1] if kept is not None and kept[0] is r.state else None)
+        prefixes = [self.lm.cached_prefix(r.state, r.role) for r in requests]   # each game's talk so far
         self.stats["questions"] += len(questions)
         return [max(q.answers, key=sc.get) for q, sc in zip(questions, self.scores(requests, contexts, questions,
                                                                                      prefixes))]
