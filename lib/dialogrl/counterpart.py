@@ -3,7 +3,7 @@ chosen by calibrated likelihood where the rules allow them.
 
     lm = LMAgent(model, tok, max_new_tokens=40, temperature=0.7)          # e.g. load_model("smollm2-135m-instruct")
     buyer = LMCounterpart(lm, name="smollm2")
-    play(task, [seller, buyer], scenarios, seeds=...)
+    play(task, {"seller": seller, "buyer": buyer}, scenarios, seeds=...)
 
 A 135M instruct model writes fluent replies but does not keep a marker format by prompting alone (SmolLM2-135M as a
 persuadee told to end with [DONATE $x]: 0 of 32 games ended in a decision). So each of its turns has two parts:
@@ -20,7 +20,9 @@ persuadee told to end with [DONATE $x]: 0 of 32 games ended in a decision). So e
      and the highest score wins. The content-free input keeps the format (the chat template, a system line, the
      question's wording without the game's specifics) and replaces the content with "N/A". For a yes/no question
      this says yes when the conversation made "yes" more likely than it is with no content at all: a threshold
-     fixed by the method, not tuned on any outcome.
+     fixed by the method, not tuned on any outcome. A decision about an offer (`Question.within`) is calibrated
+     within its conversation instead: against the neutral question asked after the same talk, so the offer's
+     terms move the answer and the talk's general pull does not.
 
 If the model writes a marker of its own, the game's rules read it (valid or not, counted as the game counts invalid
 turns) and nothing is asked that turn. `stats` counts turns, questions, decisions taken and markers written in text.
@@ -34,7 +36,7 @@ from collections.abc import Sequence
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import MARKER, ActRequest, Question, StreamingAgent, Utterance
+from dialogrl.envs.base import ActRequest, Question, StreamingAgent, Utterance
 
 CONTENT_FREE = "N/A"      # Zhao et al.'s content-free input
 
@@ -57,6 +59,8 @@ class LMCounterpart(StreamingAgent):
         self._neutral: dict[tuple, dict[str, float]] = {}    # (neutral question, answers, system) -> log-probs
         self._talking: dict[int, tuple] = {}                 # id(the LMAgent's request) -> (request, talk chat)
         self._ready: list[tuple] = []                        # (request, talk chat, text) waiting for a decision
+        self._firsts: dict[str, list[int]] = {}              # answer -> its spellings' first token ids
+        self._lean = None                                    # the scoring batches' lean engine, weights fused once
         self.stats: Counter = Counter()
 
     def submit(self, requests: Sequence[ActRequest]) -> None:
@@ -99,7 +103,7 @@ class LMCounterpart(StreamingAgent):
         markers = [""] * len(requests)
         pending = {}                                        # request index -> (decision generator, question)
         for i, (r, text) in enumerate(zip(requests, texts)):
-            if MARKER.search(text) or "[" in text or "]" in text:
+            if "[" in text or "]" in text:                  # a marker of its own (or half of one)
                 self.stats["marker_in_text"] += 1
                 continue
             self._advance(r.task.counterpart_decision(r.state, r.role), None, i, pending, markers)
@@ -178,7 +182,9 @@ class LMCounterpart(StreamingAgent):
         from dialogrl.fastdecode import decode_batch
 
         tok = self.lm.tok
-        firsts = [{a: first_tokens(tok, a) for a in q.answers} for q in questions]
+        for a in {a for q in questions for a in q.answers} - set(self._firsts):
+            self._firsts[a] = first_tokens(tok, a)
+        firsts = [{a: self._firsts[a] for a in q.answers} for q in questions]
         for q, f in zip(questions, firsts):
             ids = [t for a in q.answers for t in f[a]]
             if len(ids) != len(set(ids)):
@@ -191,7 +197,7 @@ class LMCounterpart(StreamingAgent):
             batch = decode_batch(self.lm.model, tok.pad_token_id, self.lm.stop_ids, 1, self.lm.sampling_logprobs,
                                  lean=self.lm.lean)
             if hasattr(batch, "lean"):                      # the lean engine: its fused weights built once, kept
-                self._lean = batch.lean = getattr(self, "_lean", None) or batch.lean
+                self._lean = batch.lean = self._lean or batch.lean
             for i in range(start, min(start + self.batch_size, len(prompts))):
                 batch.add(i, prompts[i], prefixes[i])
             with torch.no_grad(), self.lm._context():
