@@ -267,6 +267,34 @@ def test_sharpening_exponent_recovers_a_temperature():
         sharpening_exponent([0.5, 0.5, 0], [0.9, 0.1, 0.2])
 
 
+def test_reply_spread_per_state_by_hand():
+    from dialogrl.evaluate import pooled_gamma, reply_spread
+
+    replies = {"collapsed": [["yes sure", "Yes  sure", "yes sure"], ["no", "no", "no"]],
+               "spread": [["yes sure", "no way", "maybe later"], ["no", "why", "ok then"]]}
+    one_hot = {"yes sure": [1, 0], "no": [0, 1], "no way": [0, 1], "maybe later": [1, 0], "why": [0, 1],
+               "ok then": [1, 0]}
+
+    def embed(texts):
+        return np.array([one_hot[" ".join(t.lower().split())] for t in texts], float)
+
+    def label(texts):
+        return [[t.split()[0].lower()] for t in texts]
+
+    t = reply_spread(replies, label=label, embed=embed).set_index(["simulator", "state"])
+    assert t.loc[("collapsed", 0), "top1"] == 1 and t.loc[("spread", 0), "top1"] == pytest.approx(1 / 3)
+    assert t.loc[("collapsed", 0), "similarity"] == 1 and t.loc[("spread", 0), "similarity"] == pytest.approx(1 / 3)
+    assert t.loc[("collapsed", 1), "act_entropy"] == 0
+    assert t.loc[("spread", 1), "act_entropy"] == pytest.approx(np.log2(3))
+    assert t.loc[("spread", 0), "distinct_1"] == pytest.approx(1.0)
+    bare = reply_spread(replies)
+    assert bare["similarity"].isna().all() and bare["act_entropy"].isna().all()
+    # gamma pools the states' reply frequencies: a simulator that copies the reference has gamma 1
+    ref = [["a"] * 4 + ["b"] * 2 + ["c"], ["d"] * 3 + ["e"] * 2 + ["f"] * 2]
+    assert pooled_gamma(ref, ref) == pytest.approx(1.0)
+    assert np.isnan(pooled_gamma([["a", "b"]], [["c", "d"]]))
+
+
 def test_cluster_coverage_tells_one_mode_from_many():
     from dialogrl.evaluate import cluster_coverage
 

@@ -291,6 +291,16 @@ def test_strategy_classifier_beats_the_majority_label(p4g):
     assert [len(x) for x in clf.label_turns(["Hi. How are you?", "Save the Children is great."])] == [2, 1]
 
 
+def test_persuadee_act_classifier_reads_the_persuadee_annotation(p4g):
+    clf = StrategyClassifier(role="persuadee").fit(p4g)
+    assert clf.report["dialogues"] == 300 and clf.report["accuracy"] > clf.report["majority_accuracy"] + 0.2
+    acts = {a for r in p4g if r.responses for _, _, a in r.responses}
+    assert {"agree-donation", "ask-org-info", "disagree-donation"} <= acts and "emotion-appeal" not in acts
+    assert set(clf.predict(["Sure, I will donate one dollar.", "What does the charity do?"])) <= acts
+    with pytest.raises(ValueError, match="persuader's or the persuadee's"):
+        StrategyClassifier(role="charity")
+
+
 def test_human_fit_constants_come_from_the_data(p4g):
     fit = fit_human_response(p4g)
     assert fit["n"] == 300 and fit["intercept"] == HUMAN_FIT["intercept"]

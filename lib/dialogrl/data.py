@@ -265,12 +265,14 @@ class P4GRecord:
     """One Persuasion for Good dialogue. turns: (role, text), consecutive units of one speaker joined. donation: the
     persuadee's actual donation in dollars (B6), clipped to the $2 payment (the release holds a few larger values,
     `raw_donation`); None where the file has none. sentences: for the 300 annotated dialogues, every persuader
-    sentence as (turn number of the release, text, strategy label er_label_1), else None."""
+    sentence as (turn number of the release, text, strategy label er_label_1), else None; responses: the same for
+    every persuadee sentence (its dialogue act ee_label_1: agree-donation, ask-org-info, ...)."""
     id: str
     turns: list[tuple[str, str]]
     donation: float | None
     raw_donation: float | None = None
     sentences: list[tuple[int, str, str]] | None = None
+    responses: list[tuple[int, str, str]] | None = None
 
 
 def _read_csv(path: Path) -> list[dict]:
@@ -302,16 +304,18 @@ def load_p4g(source: str | Path, payment: float = 2.0) -> list[P4GRecord]:
         if row.get("B4") == "1" and row.get("B6") not in (None, ""):
             donations[row["B2"]] = float(row["B6"])
     sentences: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
+    responses: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
     if (path / "300_dialog.csv").is_file():
         for row in _read_csv(path / "300_dialog.csv"):
-            if row.get("B4") == "0" and row.get("er_label_1"):
-                sentences[row["B2"]].append((int(float(row["Turn"])), " ".join(row["Unit"].split()),
-                                             row["er_label_1"].strip()))
+            for role, column, into in (("0", "er_label_1", sentences), ("1", "ee_label_1", responses)):
+                if row.get("B4") == role and row.get(column):
+                    into[row["B2"]].append((int(float(row["Turn"])), " ".join(row["Unit"].split()),
+                                            row[column].strip()))
     out = []
     for did, said in turns.items():
         raw = donations.get(did)
         out.append(P4GRecord(did, said, None if raw is None else min(max(raw, 0.0), payment), raw,
-                             sentences.get(did)))
+                             sentences.get(did), responses.get(did)))
     return out
 
 

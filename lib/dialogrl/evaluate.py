@@ -388,3 +388,41 @@ def sentence_embeddings(texts: Sequence[str], batch_size: int = 64) -> np.ndarra
     if not len(texts):
         return np.zeros((0, _EMBEDDER.get_embedding_dimension()))
     return _EMBEDDER.encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+
+
+def reply_spread(replies: dict[str, Sequence[Sequence[str]]], label=None, embed=None) -> pd.DataFrame:
+    """How spread a simulator's replies are, state by state: replies[simulator][state] holds the replies it sampled
+    at that state (the same states for every simulator). One row per (simulator, state): `top1` (top1_share: 1
+    always the same reply), `distinct_1`, `distinct_2`, `act_entropy` (label_entropy of the acts `label` gives the
+    replies' sentences: a callable from a list of replies to one list of labels per reply; nan without it) and
+    `similarity` (the mean cosine similarity of the replies' `embed` embeddings over pairs: 1 all say the same in
+    meaning; nan without it). Paired by state, so two simulators compare with a paired t-interval over states."""
+    rows = []
+    for name, states in replies.items():
+        for i, texts in enumerate(states):
+            row = {"simulator": name, "state": i, "replies": len(texts), "top1": top1_share(texts),
+                   "distinct_1": distinct_n(texts, 1), "distinct_2": distinct_n(texts, 2),
+                   "act_entropy": float("nan"), "similarity": float("nan")}
+            if label is not None:
+                row["act_entropy"] = label_entropy([a for acts in label(list(texts)) for a in acts])
+            if embed is not None and len(texts) > 1:
+                e = np.asarray(embed(list(texts)))
+                sims = e @ e.T
+                row["similarity"] = float((sims.sum() - np.trace(sims)) / (len(texts) * (len(texts) - 1)))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def pooled_gamma(reference: Sequence[Sequence[str]], simulator: Sequence[Sequence[str]]) -> float:
+    """sharpening_exponent of a simulator's replies against a reference's, state by state (each reply's frequency
+    among the state's samples on both sides), pooled over states; nan when too few replies are seen on both sides."""
+    p_ref, p_sim = [], []
+    for r_ref, r_sim in zip(reference, simulator):
+        norm_ref, norm_sim = [" ".join(_words(t)) for t in r_ref], [" ".join(_words(t)) for t in r_sim]
+        for text in set(norm_ref) | set(norm_sim):
+            p_ref.append(norm_ref.count(text) / len(norm_ref))
+            p_sim.append(norm_sim.count(text) / len(norm_sim))
+    try:
+        return sharpening_exponent(p_ref, p_sim)[0]
+    except ValueError:
+        return float("nan")

@@ -74,10 +74,16 @@ class StrategyClassifier:
         clf = StrategyClassifier().fit(records)          # P4GRecords; the annotated ones are used
         clf.report                                        # held-out accuracy and macro-F1 (20% of dialogues)
         clf.predict(["Imagine a child without food."])    # ['emotion-appeal']
+
+    With role="persuadee" it labels persuadee sentences with the annotation's persuadee dialogue acts (ee_label_1,
+    as annotated: agree-donation, ask-org-info, positive-reaction-to-donation, ...): the acts whose entropy measures
+    how spread a simulated persuadee's replies are.
     """
 
-    def __init__(self, C: float = 4.0, seed: int = 0):
-        self.C, self.seed, self.model, self.report = C, seed, None, {}
+    def __init__(self, C: float = 4.0, seed: int = 0, role: str = "persuader"):
+        if role not in ("persuader", "persuadee"):
+            raise ValueError(f"role={role!r}: the annotation labels the persuader's or the persuadee's sentences")
+        self.C, self.seed, self.role, self.model, self.report = C, seed, role, None, {}
 
     def _pipeline(self):
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -89,10 +95,12 @@ class StrategyClassifier:
                        TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True, min_df=3)),
             LogisticRegression(C=self.C, max_iter=2000))
 
-    @staticmethod
-    def examples(records) -> tuple[list[str], list[str], list[str]]:
-        """(sentences, labels, dialogue ids) of the annotated records' persuader sentences."""
-        rows = [(text, label_of(label), r.id) for r in records if r.sentences for _, text, label in r.sentences]
+    def examples(self, records) -> tuple[list[str], list[str], list[str]]:
+        """(sentences, labels, dialogue ids) of the annotated records' sentences of this classifier's role."""
+        if self.role == "persuader":
+            rows = [(text, label_of(label), r.id) for r in records if r.sentences for _, text, label in r.sentences]
+        else:
+            rows = [(text, label, r.id) for r in records if r.responses for _, text, label in r.responses]
         if not rows:
             raise ValueError("no annotated dialogues among the records (300_dialog.csv is needed)")
         texts, labels, ids = zip(*rows)
@@ -126,7 +134,7 @@ class StrategyClassifier:
         return list(self.model.predict(list(sentences))) if len(sentences) else []
 
     def label_turns(self, turns: Sequence[str]) -> list[list[str]]:
-        """Per persuader turn, the labels of its sentences."""
+        """Per turn (of this classifier's role), the labels of its sentences."""
         sents = [split_sentences(t) for t in turns]
         flat = self.predict([s for ss in sents for s in ss])
         out, i = [], 0
