@@ -3,10 +3,14 @@
     python bench/gpu_check.py                      # on a CUDA machine: all stages, about 8 minutes (estimate)
     python bench/gpu_check.py --notebooks none     # the library stages only
     python bench/gpu_check.py --device cpu --small --notebooks none   # check this script itself without a GPU
+    python bench/gpu_check.py --device cpu --small --stand-in packaged --no-library   # the hub-model path, on the CPU
 
 On a machine without CUDA it says so and exits 0 with nothing measured (unless --device cpu is asked for).
 No hub model is needed: the stages build larger embedded models on the GPU (the `gpu` size, about 26M parameters,
 against the CPU default's 1.4M), one per game the notebooks play, and use them where the `gpu` profiles name hub models.
+With `--stand-in packaged` the notebooks take the packaged pretrained model (SmolLM2-135M-Instruct, dialogrl.packaged)
+where their `gpu` profiles name hub models instead: a real tokenizer and chat template, a Llama-family model, LoRA on
+it, bf16 weights (on a CPU too): the hub-model code path, run before any GPU is at hand.
 
 Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_allocated, reset per stage):
   build      the embedded models: corpus, tokenizer, TRL SFT warm start on the GPU (bf16 autocast where supported)
@@ -38,13 +42,27 @@ REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ["01_calibrated_interactive_rl", "02_socialrl", "03_scope_simulator_collapse", "04_ibrl_bilateral"]
 GAMES = {"dond": "tiny-dond", "telesales": "tiny-telesales", "persuasion": "tiny-persuasion", "social": "tiny-social"}
 # which embedded model stands in for each hub-model parameter of a notebook's gpu profile (and human_logs: None, the
-# synthetic humans, since the real logs come from the hub)
+# synthetic humans, since the real logs come from the hub); notebook 02's judge may not also play a held-out partner,
+# so its partner model is the embedded recipe the cpu profile holds out
 STAND_INS = {
     "01_calibrated_interactive_rl": {"policy_model": "dond", "human_logs": None},
-    "02_socialrl": {"policy_model": "social", "judge_model": "social", "heldout_models": ["social"]},
+    "02_socialrl": {"policy_model": "social", "judge_model": "social", "partner_model": "social",
+                    "heldout_models": ["tiny-social-alt"]},
     "03_scope_simulator_collapse": {"policy_model": "persuasion", "heldout_models": ["persuasion"]},
     "04_ibrl_bilateral": {"telesales_model": "telesales", "dond_model": "dond", "telesales_heldout": "telesales",
                           "dond_heldout": "dond"},
+}
+# --stand-in packaged: the packaged pretrained model where the gpu profiles name hub models, except where a notebook
+# refuses one model in two parts (notebook 02's judge and training partner are never held-out partners: the embedded
+# held-out recipe plays that one, and the packaged held-out partner is left out)
+PACKAGED = "smollm2-135m-instruct"
+PACKAGED_STAND_INS = {
+    "01_calibrated_interactive_rl": {"policy_model": PACKAGED, "human_logs": None},
+    "02_socialrl": {"policy_model": PACKAGED, "judge_model": PACKAGED, "partner_model": PACKAGED,
+                    "heldout_models": ["tiny-social-alt"], "heldout_packaged": []},
+    "03_scope_simulator_collapse": {"policy_model": PACKAGED, "heldout_models": [PACKAGED]},
+    "04_ibrl_bilateral": {"telesales_model": PACKAGED, "dond_model": PACKAGED, "telesales_heldout": PACKAGED,
+                          "dond_heldout": PACKAGED},
 }
 NOT_FROM_SMOKE = {"profile", "warm_start_dialogues", "heldout_corpus_seeds"}  # smoke keys about embedded builds
 
@@ -159,29 +177,30 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
     row["clipfrac"] = {k: round(v, 3) for k, v in step.items() if k.endswith("/clipfrac")}
 
 
-def notebook_check_parameters(stem: str, paths: dict[str, str]) -> dict:
+def notebook_check_parameters(stem: str, paths: dict[str, str], stand_in: str = "embedded") -> dict:
     """The notebook's gpu profile (params/<stem>/gpu.yaml) at the smoke profile's sizes, with the embedded models
-    in `paths` ({game: folder}) in place of its hub models. Raises ValueError for a key that is not a parameter."""
+    in `paths` ({game: folder}), or the packaged model (stand_in="packaged"), in place of its hub models. Raises
+    ValueError for a key that is not a parameter."""
     import yaml
 
     from dialogrl.reproduce import profile_parameters
 
-    def stand_in(v):
-        return [paths[x] for x in v] if isinstance(v, list) else (paths[v] if v in paths else v)
+    def swap(v):
+        return [paths.get(x, x) for x in v] if isinstance(v, list) else paths.get(v, v) if isinstance(v, str) else v
 
     nb = REPO / "notebooks" / f"{stem}.ipynb"
     params = profile_parameters(nb, "gpu", REPO / "params")
     smoke = yaml.safe_load((REPO / "params" / stem / "smoke.yaml").read_text())
     params.update({k: v for k, v in smoke.items() if k not in NOT_FROM_SMOKE})
-    params.update({k: stand_in(v) for k, v in STAND_INS[stem].items()})
+    params.update({k: swap(v) for k, v in (PACKAGED_STAND_INS if stand_in == "packaged" else STAND_INS)[stem].items()})
     params["profile"] = "gpu"
     return params
 
 
-def notebook_stage(row: dict, stem: str, paths: dict[str, str], out_dir: Path) -> None:
+def notebook_stage(row: dict, stem: str, paths: dict[str, str], out_dir: Path, stand_in: str = "embedded") -> None:
     import papermill
 
-    params = {**notebook_check_parameters(stem, paths), "run_dir": str(out_dir / stem)}
+    params = {**notebook_check_parameters(stem, paths, stand_in), "run_dir": str(out_dir / stem)}
     row["parameters"] = params
     papermill.execute_notebook(str(REPO / "notebooks" / f"{stem}.ipynb"), str(out_dir / f"{stem}.ipynb"),
                                parameters=params, cwd=str(REPO), progress_bar=False)
@@ -206,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dialogues", type=int, default=None, help="warm-start corpus size per game (3000; small: 300)")
     p.add_argument("--games", type=int, default=None, help="self-play games of the rollout stage (256; small: 16)")
     p.add_argument("--notebooks", nargs="*", default=NOTEBOOKS, help="stems to run at the gpu profile, or none")
+    p.add_argument("--stand-in", default="embedded", choices=["embedded", "packaged"],
+                   help="what plays the gpu profiles' hub models in the notebook stage: larger embedded models, or "
+                        "the packaged SmolLM2-135M-Instruct (a real tokenizer, chat template and Llama model)")
+    p.add_argument("--no-library", action="store_true",
+                   help="skip the library stages (load, rollout, update): build what the notebooks need, run them")
     p.add_argument("--out", default=None, help="the JSON report (default results/gpu_check/<date>.json)")
     args = p.parse_args(argv)
 
@@ -231,18 +255,22 @@ def main(argv: list[str] | None = None) -> int:
     report = {"date": f"{datetime.now():%Y-%m-%d %H:%M}", "device": device,
               "commit": git_state().get("git_commit", "unknown")[:7],
               "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
-              "torch": torch.__version__, "size": "small" if args.small else "gpu", "stages": []}
-    games = sorted({"dond"} | {g for s in notebooks for v in STAND_INS[s].values()
-                               for g in (v if isinstance(v, list) else [v]) if g in GAMES})
+              "torch": torch.__version__, "size": "small" if args.small else "gpu", "stand_in": args.stand_in,
+              "stages": []}
+    stand_ins = PACKAGED_STAND_INS if args.stand_in == "packaged" else STAND_INS
+    games = sorted(({"dond"} if not args.no_library else set())
+                   | {g for s in notebooks for v in stand_ins[s].values()
+                      for g in (v if isinstance(v, list) else [v]) if g in GAMES})
     paths: dict[str, str] = {}
     t0 = time.perf_counter()
-    with Stage(report, "build", device) as row:
-        paths = build_models(games, n_dialogues, args.small)
-        row.update(games=games, dialogues_per_game=n_dialogues)
-        from dialogrl.tiny import build_info
+    if games:
+        with Stage(report, "build", device) as row:
+            paths = build_models(games, n_dialogues, args.small)
+            row.update(games=games, dialogues_per_game=n_dialogues)
+            from dialogrl.tiny import build_info
 
-        row["parameters_M"] = round(build_info(paths["dond"])["n_parameters"] / 1e6, 2)
-    if "dond" in paths:
+            row["parameters_M"] = round(build_info(paths[games[0]])["n_parameters"] / 1e6, 2)
+    if "dond" in paths and not args.no_library:
         with Stage(report, "load", device) as row:
             from dialogrl.models import load_model
 
@@ -270,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     for stem in notebooks:
         with Stage(report, f"notebook-{stem}", device) as row:
-            notebook_stage(row, stem, paths, out_dir)
+            notebook_stage(row, stem, paths, out_dir, args.stand_in)
     report["total_seconds"] = round(time.perf_counter() - t0, 1)
     out = Path(args.out or REPO / "results" / "gpu_check" / f"{datetime.now():%Y%m%d-%H%M%S}.json")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -80,3 +80,17 @@ def test_games_against_the_language_model_end_by_the_rules(counterpart, game):
             if t.role == role and t.invalid is not None:
                 assert "[" in t.text[:-1]     # an invalid marker is the model's own text, never a chosen one
     assert counterpart.stats["turns"] == sum(t.role == role for e in episodes for t in e.state.turns)
+
+
+def test_the_model_scores_sotopia_episodes_without_a_format_to_break(counterpart, shared_data):
+    """The CPU judge of notebook 02's validation: SmolLM2's calibrated expected ratings of stored SOTOPIA episodes
+    are finite and in range for every side (what they agree with GPT-4 on is the notebook's measure)."""
+    from dialogrl.data import load_sotopia_episodes
+    from dialogrl.rewards import scored_episode_estimates
+
+    episodes = load_sotopia_episodes(shared_data / "sotopia")[:2]
+    dialogues = [(e.turns, e.names[i], (e.goals[i], e.goals[1 - i])) for e in episodes for i in (0, 1)]
+    est = scored_episode_estimates(counterpart, dialogues)
+    assert len(est) == 4 and not any(x["failed"] for x in est)
+    assert all(0 <= x["goal"] <= 10 and -5 <= x["relationship"] <= 5 for x in est)
+    assert len({round(x["goal"], 6) for x in est}) > 1   # it reads the dialogue: not one number for all

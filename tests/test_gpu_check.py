@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from dialogrl.models import check_model_name
+from dialogrl.params import check_judge_independent
 from dialogrl.reproduce import notebook_parameters
 
 REPO = Path(__file__).resolve().parents[1]
@@ -26,12 +27,13 @@ def test_without_cuda_it_says_so_and_exits_0():
     assert out.returncode == 0 and "no CUDA device here: nothing measured" in out.stdout
 
 
+@pytest.mark.parametrize("stand_in", ["embedded", "packaged"])
 @pytest.mark.parametrize("stem", gpu_check.NOTEBOOKS)
-def test_notebook_runs_use_embedded_models_only(stem, tmp_path):
+def test_notebook_runs_use_embedded_models_only(stem, stand_in, tmp_path):
     paths = {game: str(tmp_path / game) for game in gpu_check.GAMES}
     for path in paths.values():
         Path(path).mkdir()
-    params = gpu_check.notebook_check_parameters(stem, paths)
+    params = gpu_check.notebook_check_parameters(stem, paths, stand_in)
     assert set(params) <= set(notebook_parameters(REPO / "notebooks" / f"{stem}.ipynb"))
     assert params["profile"] == "gpu" and params.get("bf16", True)
     for name, value in params.items():
@@ -39,8 +41,11 @@ def test_notebook_runs_use_embedded_models_only(stem, tmp_path):
             if isinstance(v, str) and "/" in v and not v.startswith(str(tmp_path)):
                 pytest.fail(f"{stem}: {name}={v!r} names a hub model or dataset; the GPU machine is offline")
             if name.endswith("_model") or name.endswith("_heldout") or name == "heldout_models":
-                assert v is None or check_model_name(v) == "local", f"{stem}: {name}={v!r}"
+                assert v is None or check_model_name(v) in ("local", "tiny", "packaged"), f"{stem}: {name}={v!r}"
     assert params.get("human_logs") is None
+    if stand_in == "packaged":   # the hub-model path: the pretrained model plays the policy
+        assert gpu_check.PACKAGED in [params.get("policy_model"), params.get("telesales_model")]
+    check_judge_independent(params.get("judge_model"), params.get("heldout_models", []))
 
 
 @pytest.mark.slow
@@ -56,3 +61,4 @@ def test_the_library_stages_run_on_the_cpu(tmp_path):
     assert stages["rollout"]["transformers_tokens_per_s"] > 0 and stages["rollout"]["lean_tokens_per_s"] > 0
     assert all(stages[f"update-{a}"]["update_s"] > 0 for a in ("grpo", "rloo", "ppo"))
     assert "| stage | seconds |" in res.stdout
+

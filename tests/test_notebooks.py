@@ -197,10 +197,13 @@ def check_02(summary: dict, params: dict):
         _estimate(summary["relationship"], m, "relationship", -5.0, 5.0)
     assert set(summary["ablation"]) == {"dynamic", "uniform", "manual"}
     assert summary["ablation"]["dynamic"] == summary["goal"]["socialrl"]
-    for key in ("goal_spearman", "relationship_spearman"):   # the judge against GPT-4 on the stored episodes
-        rho = summary["judge"][key]
-        assert rho is None or -1 <= rho <= 1, key
-    assert summary["judge"]["sides"] == 56
+    if summary["sotopia_data"] is not None:   # the judges against GPT-4 on the stored episodes (shared/ data)
+        scored = summary["judge"]["scored"]
+        assert set(scored) == set(params.get("judge_validation_models", ["smollm2-135m-instruct"]))
+        for table in [summary["judge"], *scored.values()]:
+            for key in ("goal_spearman", "relationship_spearman"):
+                assert table[key] is None or -1 <= table[key] <= 1, key
+        assert summary["judge"]["sides"] == 56
     _claims(summary, n)
     _manipulation(summary["manipulation"], [m for m in methods if m != "base"])
     headline = [f"goal.{c}" for c in ("socialrl_minus_base", "socialrl_minus_outcome_ppo",

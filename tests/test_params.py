@@ -112,4 +112,6 @@ def test_gpu_profiles_judge_with_a_model_no_heldout_partner_plays(profile):
     from dialogrl.params import check_judge_independent
 
     values = yaml.safe_load(profile.read_text()) or {}
-    check_judge_independent(values.get("judge_model"), values.get("heldout_models", []))
+    heldout = [*values.get("heldout_models", []), *values.get("heldout_packaged", [])]
+    check_judge_independent(values.get("judge_model"), heldout)
+    check_judge_independent(values.get("partner_model"), heldout, name="partner_model")

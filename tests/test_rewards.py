@@ -195,3 +195,22 @@ def test_llm_judge_with_a_real_tiny_model_counts_every_unusable_answer(toy_model
     assert judge.calls == sum(len(r) for r in rewards) and judge.failures == judge.calls
     assert all(rec["failed"] for rec in pr.records) and all(x >= 0 for r in rewards for x in r)
     assert pr.summary()["failures"] == pr.summary()["turns"] == judge.calls                   # counted, each one
+
+
+def test_scored_episode_estimates_are_calibrated_expected_ratings():
+    """The rating is the expected digit after each digit's log-probability has its content-free value taken off: a
+    prior that favours the middle digit whatever the dialogue cancels, the dialogue's own evidence stays."""
+    from dialogrl.rewards import scored_episode_estimates
+
+    class Scorer:   # the middle digit is favoured everywhere; after a real dialogue "9" gains 2 nats
+        def answer_logprobs(self, chats, questions):
+            free = ["goal: N/A" in c[0]["content"] for c in chats]
+            return [{d: -abs(int(d) - 5) + (0 if f else 2.0 * (d == "9")) for d in q.answers}
+                    for f, q in zip(free, questions)]
+
+    est = scored_episode_estimates(Scorer(), [([("A", "hi"), ("B", "hello")], "A", ("make a friend", "rest"))])[0]
+    e2 = math.exp(2)
+    assert est["goal"] == pytest.approx((9 * e2 + sum(range(9))) / (e2 + 9) * 10 / 9)
+    assert est["relationship"] == pytest.approx(((9 * e2 + sum(range(1, 9))) / (e2 + 8) - 5) * 5 / 4)
+    assert est["failed"] is False
+    assert scored_episode_estimates(Scorer(), []) == []

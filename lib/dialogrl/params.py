@@ -163,12 +163,14 @@ def model_identity(name: str) -> str:
 
 def check_judge_independent(judge_model: str | None, partner_models, name: str = "judge_model",
                             partners_name: str = "heldout_models") -> None:
-    """Refuse an LLM judge that is also one of the held-out partner models (ParameterError, a ValueError).
+    """Refuse an LLM judge (or another model of the training pipeline: a training partner, name="partner_model")
+    that is also one of the held-out partner models (ParameterError, a ValueError).
 
-    The judge's process reward shapes the policy toward what that model prefers; a partner played by the same model
-    would then not be held out from the training pipeline, and a gain against it would not be a held-out gain.
-    judge_model: the judge's model name (None: no LLM judge, nothing to check); partner_models: the held-out
-    partners' model names. Names are compared by `model_identity` (case-insensitive hub ids, resolved paths).
+    The judge's process reward shapes the policy toward what that model prefers, and a training partner is what the
+    policy learns to play against; a held-out partner played by the same model would then not be held out from the
+    training pipeline, and a gain against it would not be a held-out gain.
+    judge_model: the model's name (None: no such model, nothing to check); partner_models: the held-out partners'
+    model names. Names are compared by `model_identity` (case-insensitive hub ids, resolved paths).
     """
     if judge_model is None:
         return
@@ -176,8 +178,9 @@ def check_judge_independent(judge_model: str | None, partner_models, name: str =
     for i, m in enumerate(partner_models):
         if model_identity(m) == judge:
             raise ParameterError(name, judge_model, f"it is also the held-out partner {partners_name}[{i}] = {m!r}: "
-                                 "a judge that shapes the training reward cannot also play a held-out partner; choose "
-                                 "another judge model or drop that partner")
+                                 "a model of the training pipeline (a judge that shapes the training reward, a "
+                                 "training partner) cannot also play a held-out partner; choose another model or drop "
+                                 "that partner")
 
 
 def _check_range(name, value, lo, hi, strict):

@@ -357,6 +357,44 @@ def llm_episode_estimates(judge: LLMJudge,
     return out
 
 
+# A small model does not keep a JSON format (SmolLM2-135M), so its episode scores are read off its next-token
+# distribution instead: a rating question answered with one digit, each digit's probability calibrated against the same
+# question after a content-free dialogue (as dialogrl.counterpart calibrates decisions), the estimate the expected
+# rating. Scales: goal 0..9 -> 0..10; relationship 1..9 (5 unchanged) -> -5..5.
+SCORE_PROMPT = """You are an evaluator of social dialogue. {me} had this goal: {goal}
+The dialogue:
+{dialogue}"""
+SCORE_QUESTIONS = {
+    "goal": ("How fully did {me} achieve the goal? Answer with one digit from 0 (not at all) to 9 (fully).",
+             tuple("0123456789"), lambda d: d * 10 / 9),
+    "relationship": ("How did the relationship between the two change? Answer with one digit from 1 (much worse) to 9 "
+                     "(much better); 5 means unchanged.", tuple("123456789"), lambda d: (d - 5) * 5 / 4)}
+
+
+def scored_episode_estimates(scorer, dialogues: Sequence[tuple[list[tuple[str, str]], str, tuple[str, str]]]
+                             ) -> list[dict]:
+    """Episode-level estimates of a language model read off its answer likelihoods, for (turns, speaker, (its goal,
+    the other's goal)) dialogues: per dialogue {"goal": 0..10, "relationship": -5..5, "failed": False}, each the
+    expected rating under softmax(log p(digit | dialogue, question) - log p(digit | content-free dialogue, question)).
+    Never fails: there is no format to break. scorer: a counterpart.LMCounterpart (its `answer_logprobs`)."""
+    from dialogrl.envs.base import Question
+
+    def chat(me: str, goal: str, dialogue: str, key: str) -> list[dict]:
+        return [{"role": "user", "content": SCORE_PROMPT.format(me=me, goal=goal, dialogue=dialogue) + "\n\n"
+                 + SCORE_QUESTIONS[key][0].format(me=me)}]
+
+    out = [{"failed": False} for _ in dialogues]
+    for key, (_, digits, scale) in SCORE_QUESTIONS.items():
+        q = Question(key, digits)
+        free = scorer.answer_logprobs([chat("N/A", "N/A", "N/A", key)], [q])[0]
+        chats = [chat(me, goals[0], "\n".join(f"{s}: {t}" for s, t in turns), key) for turns, me, goals in dialogues]
+        for o, lp in zip(out, scorer.answer_logprobs(chats, [q] * len(chats)) if chats else []):
+            z = [lp[d] - free[d] for d in digits]
+            p = [math.exp(x - max(z)) for x in z]
+            o[key] = scale(sum(int(d) * w for d, w in zip(digits, p)) / sum(p))
+    return out
+
+
 def weights_table(records: Sequence[dict]) -> dict[str, dict[str, float]]:
     """Mean weight of each dimension per stage over ProcessReward records (the per-stage weights figure)."""
     out = {}
