@@ -384,13 +384,15 @@ def scored_episode_estimates(scorer, dialogues: Sequence[tuple[list[tuple[str, s
                  + SCORE_QUESTIONS[key][0].format(me=me)}]
 
     out = [{"failed": False} for _ in dialogues]
+    texts = ["\n".join(f"{s}: {t}" for s, t in turns) for turns, _, _ in dialogues]
     for key, (_, digits, scale) in SCORE_QUESTIONS.items():
         q = Question(key, digits)
         free = scorer.answer_logprobs([chat("N/A", "N/A", "N/A", key)], [q])[0]
-        chats = [chat(me, goals[0], "\n".join(f"{s}: {t}" for s, t in turns), key) for turns, me, goals in dialogues]
+        chats = [chat(me, goals[0], text, key) for (_, me, goals), text in zip(dialogues, texts)]
         for o, lp in zip(out, scorer.answer_logprobs(chats, [q] * len(chats)) if chats else []):
             z = [lp[d] - free[d] for d in digits]
-            p = [math.exp(x - max(z)) for x in z]
+            top = max(z)
+            p = [math.exp(x - top) for x in z]
             o[key] = scale(sum(int(d) * w for d, w in zip(digits, p)) / sum(p))
     return out
 
