@@ -8,9 +8,10 @@
 On a machine without CUDA it says so and exits 0 with nothing measured (unless --device cpu is asked for).
 No hub model is needed: the stages build larger embedded models on the GPU (the `gpu` size, about 26M parameters,
 against the CPU default's 1.4M), one per game the notebooks play, and use them where the `gpu` profiles name hub models.
-With `--stand-in packaged` the notebooks take the packaged pretrained model (SmolLM2-135M-Instruct, dialogrl.packaged)
-where their `gpu` profiles name hub models instead: a real tokenizer and chat template, a Llama-family model, LoRA on
-it, bf16 weights (on a CPU too): the hub-model code path, run before any GPU is at hand.
+With `--stand-in packaged` the packaged pretrained model (SmolLM2-135M-Instruct, dialogrl.packaged) plays the library
+stages' model, and the notebooks take it where their `gpu` profiles name hub models: a real tokenizer and chat template,
+a Llama-family model, LoRA on it, bf16 weights (on a CPU with native bf16 too): the hub-model code path, run before any
+GPU is at hand.
 
 Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_allocated, reset per stage):
   build      the embedded models: corpus, tokenizer, TRL SFT warm start on the GPU (bf16 autocast where supported)
@@ -125,7 +126,13 @@ def generated_tokens(episodes) -> int:
     return sum(len(t.completion_ids or []) for e in episodes for t in e.state.turns)
 
 
-def rollout_stage(row: dict, path: str, device: str, games: int, max_new_tokens: int) -> None:
+def cpu_bf16() -> bool:
+    import torch
+
+    return bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+
+
+def rollout_stage(row: dict, path: str, device: str, games: int, max_new_tokens: int, half: bool) -> None:
     import torch
 
     from dialogrl.agents import LMAgent
@@ -135,7 +142,7 @@ def rollout_stage(row: dict, path: str, device: str, games: int, max_new_tokens:
     from dialogrl.run import seed_everything
 
     task = make_task("dealnodeal")
-    model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=device == "cuda")
+    model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=half)
     scenarios = task.sample_scenarios(games, seed=1)
     for engine, lean in (("transformers", False), ("lean", True)):
         seed_everything(0)
@@ -153,7 +160,7 @@ def rollout_stage(row: dict, path: str, device: str, games: int, max_new_tokens:
 
 
 def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: int, group: int,
-                 max_new_tokens: int, use_unsloth: bool = False) -> None:
+                 max_new_tokens: int, half: bool, use_unsloth: bool = False) -> None:
     from dialogrl.envs import make_task
     from dialogrl.models import load_model
     from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
@@ -161,8 +168,7 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
 
     task = make_task("dealnodeal")
     seed_everything(0)
-    model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=device == "cuda",
-                            use_unsloth=use_unsloth)
+    model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=half, use_unsloth=use_unsloth)
     roles = {r: RoleSpec(adapter=r, trainable=True, lr=1e-4) for r in task.roles}
     cfg = TrainConfig(steps=2, scenarios_per_step=scenarios, group_size=group, algorithm=algorithm, kl_coef=0.05,
                       max_new_tokens=max_new_tokens, mixed_precision="bf16" if device == "cuda" else "no",
@@ -226,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--games", type=int, default=None, help="self-play games of the rollout stage (256; small: 16)")
     p.add_argument("--notebooks", nargs="*", default=NOTEBOOKS, help="stems to run at the gpu profile, or none")
     p.add_argument("--stand-in", default="embedded", choices=["embedded", "packaged"],
-                   help="what plays the gpu profiles' hub models in the notebook stage: larger embedded models, or "
-                        "the packaged SmolLM2-135M-Instruct (a real tokenizer, chat template and Llama model)")
+                   help="the library stages' model and what plays the gpu profiles' hub models in the notebook "
+                        "stage: larger embedded models, or the packaged SmolLM2-135M-Instruct (a real tokenizer, chat "
+                        "template and Llama model)")
     p.add_argument("--no-library", action="store_true",
                    help="skip the library stages (load, rollout, update): build what the notebooks need, run them")
     p.add_argument("--out", default=None, help="the JSON report (default results/gpu_check/<date>.json)")
@@ -258,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
               "torch": torch.__version__, "size": "small" if args.small else "gpu", "stand_in": args.stand_in,
               "stages": []}
     stand_ins = PACKAGED_STAND_INS if args.stand_in == "packaged" else STAND_INS
-    games = sorted(({"dond"} if not args.no_library else set())
+    library = not args.no_library
+    games = sorted(({"dond"} if library and args.stand_in == "embedded" else set())
                    | {g for s in notebooks for v in stand_ins[s].values()
                       for g in (v if isinstance(v, list) else [v]) if g in GAMES})
     paths: dict[str, str] = {}
@@ -270,21 +278,25 @@ def main(argv: list[str] | None = None) -> int:
             from dialogrl.tiny import build_info
 
             row["parameters_M"] = round(build_info(paths[games[0]])["n_parameters"] / 1e6, 2)
-    if "dond" in paths and not args.no_library:
+    # the library stages' model: the embedded Deal or No Deal build, or the packaged model (bf16 weights where the
+    # device computes in bf16 natively: a CUDA GPU, or a CPU with AVX512-BF16)
+    lib_model = PACKAGED if args.stand_in == "packaged" else paths.get("dond")
+    half = device == "cuda" or (args.stand_in == "packaged" and cpu_bf16())
+    if library and lib_model:
         with Stage(report, "load", device) as row:
             from dialogrl.models import load_model
 
-            model, _ = load_model(paths["dond"], adapters=["A", "B"], device=device, bf16=device == "cuda")
+            model, _ = load_model(lib_model, adapters=["A", "B"], device=device, bf16=half)
             row["dtype"] = str(next(model.parameters()).dtype)
             row["adapters"] = sorted(model.peft_config)
             del model
         with Stage(report, "rollout", device) as row:
             row["games"] = n_games
-            rollout_stage(row, paths["dond"], device, n_games, max_new)
+            rollout_stage(row, lib_model, device, n_games, max_new, half)
         for algorithm in ("grpo", "rloo", "ppo"):
             with Stage(report, f"update-{algorithm}", device) as row:
                 row["dialogues"] = scenarios * group
-                update_stage(row, paths["dond"], device, algorithm, scenarios, group, max_new)
+                update_stage(row, lib_model, device, algorithm, scenarios, group, max_new, half)
         try:
             import unsloth  # noqa: F401
             have_unsloth = device == "cuda"
@@ -292,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             have_unsloth = False
         if have_unsloth:
             with Stage(report, "unsloth-grpo", device) as row:
-                update_stage(row, paths["dond"], device, "grpo", scenarios, group, max_new, use_unsloth=True)
+                update_stage(row, lib_model, device, "grpo", scenarios, group, max_new, half, use_unsloth=True)
         else:
             report["stages"].append({"stage": "unsloth", "seconds": 0.0, "skipped": "not installed or no CUDA"})
     out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-"))

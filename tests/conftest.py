@@ -10,6 +10,14 @@ import pytest
 from dialogrl.tiny import TinyConfig, build_tiny
 
 os.environ["TQDM_DISABLE"] = "1"  # no progress bars in tests (papermill's kernels inherit it); see run.progress
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one pytest-xdist worker per core: each computes with one thread (its notebook kernels and
+    # worker processes inherit it), so that two workers do not fight over the cores; models the workers build into
+    # the cache are built with one thread (a build, like any, may differ in its last bits from one with two threads)
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+
+    torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 

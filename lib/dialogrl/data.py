@@ -319,7 +319,8 @@ def load_p4g(source: str | Path, payment: float = 2.0) -> list[P4GRecord]:
     return out
 
 
-def p4g_human_corpus(source: str | Path | None, max_exchanges: int = 5, seed: int = 0) -> list[list[dict]]:
+def p4g_human_corpus(source: str | Path | None, max_exchanges: int = 5, seed: int = 0,
+                     n_dialogues: int | None = None) -> list[list[dict]]:
     """The human persuadees of Persuasion for Good as chat conversations: the corpus of `tiny-persuasion-human`, the
     held-out "human" persuadee of notebook 03.
 
@@ -327,7 +328,7 @@ def p4g_human_corpus(source: str | Path | None, max_exchanges: int = 5, seed: in
     ending with the persuadee's recorded donation as the game's marker ([DONATE $x]: the study recorded it after the
     chat). The system prompt names a persuadee profile drawn uniformly (seeded) from PERSUADEE_PROFILES, so that the
     model, like the humans, answers every profile's prompt the same way. Dialogues without a recorded donation are
-    left out.
+    left out; n_dialogues keeps the first so many of the rest (None: all).
     """
     import random
 
@@ -350,7 +351,7 @@ def p4g_human_corpus(source: str | Path | None, max_exchanges: int = 5, seed: in
             said = text.replace("[", "(").replace("]", ")")   # the humans' own brackets are not markers
             task.step(state, f"{said} {donate_marker(rec.donation)}" if k == len(turns) - 1 else said)
         out.append(task.view(state, "persuadee"))
-    return out
+    return out if n_dialogues is None else out[:n_dialogues]
 
 
 # ------------------------------------------------------------------------------------------------------ SOTOPIA

@@ -97,14 +97,19 @@ def packaged_model_path(name: str, force: bool = False) -> Path:
     The folder is written under a temporary name and renamed when complete, so an interrupted conversion leaves
     nothing that a later call would take for a model.
     """
-    from dialogrl.tiny import cache_root
+    from dialogrl.tiny import cache_lock, cache_root
 
     if name not in PACKAGED_MODELS:
         raise ValueError(f"unknown packaged model {name!r}; packaged models: {', '.join(sorted(PACKAGED_MODELS))}")
     gguf = gguf_path(name)
     out = cache_root() / "packaged" / f"{name}-{installed_version(name)}"
-    if (out / "packaged.json").exists() and not force:
-        return out
+    with cache_lock(out):
+        if force or not (out / "packaged.json").exists():
+            _convert(name, gguf, out)
+    return out
+
+
+def _convert(name: str, gguf: Path, out: Path) -> None:
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     t0 = time.time()
@@ -118,7 +123,6 @@ def packaged_model_path(name: str, force: bool = False) -> Path:
         "convert_seconds": round(time.time() - t0, 1)}, indent=2))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
-    return out
 
 
 def _load_gguf(gguf: Path, spec: PackagedModel):

@@ -13,6 +13,7 @@ view of a dialogue is one conversation in which that role's own turns are the as
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -142,6 +143,25 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")).expanduser() / "dialogrl"
 
 
+@contextlib.contextmanager
+def cache_lock(folder: Path):
+    """Held while `folder` is made in the model cache: a second process (a pytest-xdist worker, a notebook run beside
+    another) that wants the same folder waits, then finds it made, instead of building it again beside the first.
+    An advisory lock on a file next to the folder (POSIX; elsewhere nothing is locked)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks
+        yield
+        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f".{folder.name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def corpus_hash(corpus: list[list[dict]], config: TinyConfig) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(config.to_dict(), sort_keys=True).encode())
@@ -247,9 +267,15 @@ def build_tiny(corpus: list[list[dict]], cfg: TinyConfig | None = None, out_dir:
     key = corpus_hash(corpus, cfg)
     if out_dir is None:
         out_dir = cache_root() / "tiny" / f"{name}-{key}"
-        if (out_dir / "tiny_build.json").exists():
-            return out_dir
-    out_dir = Path(out_dir)
+        with cache_lock(out_dir):
+            if not (out_dir / "tiny_build.json").exists():
+                _build(corpus, cfg, out_dir, name, key)
+        return out_dir
+    _build(corpus, cfg, Path(out_dir), name, key)
+    return Path(out_dir)
+
+
+def _build(corpus: list[list[dict]], cfg: TinyConfig, out_dir: Path, name: str, key: str) -> None:
     t0 = time.time()
     texts = [f"{m['role']}\n{m['content']}" for conv in corpus for m in conv]  # role names as ChatML writes them
     tok = train_tokenizer(texts, cfg.vocab_size)
@@ -271,7 +297,6 @@ def build_tiny(corpus: list[list[dict]], cfg: TinyConfig | None = None, out_dir:
         tmp.rename(out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return out_dir
 
 
 def build_tiny_model(name: str, force: bool = False, out_dir: str | Path | None = None, build_seed: int | None = None,
