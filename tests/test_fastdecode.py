@@ -13,7 +13,7 @@ SEQS = [[5, 17, 33, 8, 41, 9, 12], [7, 3], [22, 19, 4, 61, 30, 2, 11, 45, 13, 6,
 
 def lean_logits(lean: LeanModel, seqs) -> torch.Tensor:
     """Each sequence's last-position logits (B, V) from one right-padded lean forward over empty slots."""
-    kv = torch.zeros(lean.n_layers, 2, len(seqs), lean.kvh, 32, lean.d)
+    kv = torch.zeros(lean.n_layers, 2, len(seqs), lean.kvh, 32, lean.d, dtype=lean.core.embed_tokens.weight.dtype)
     ids = torch.zeros(len(seqs), max(map(len, seqs)), dtype=torch.long)
     for i, s in enumerate(seqs):
         ids[i, :len(s)] = torch.tensor(s)
@@ -62,6 +62,20 @@ def test_lean_logits_follow_the_active_adapter_and_its_updates(toy):
     after = lean_logits(lean, SEQS)
     assert not torch.allclose(after, seen[0], atol=1e-3)
     assert torch.allclose(after, hf_logits(model, SEQS), atol=1e-4)
+
+
+def test_bf16_weights_with_fp32_adapters_run_lean(toy_model_dir):
+    """bf16 weights beside LoRA adapters that peft keeps in fp32 (the gpu profiles' load, and a CPU with native bf16
+    under `bench/gpu_check.py --stand-in packaged`): the fused weights take the model's dtype."""
+    model, _ = load_model(str(toy_model_dir), adapters=["red"], device="cpu", bf16=True)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    assert {p.dtype for n, p in model.named_parameters() if "lora_" in n} == {torch.float32}
+    out, ref = lean_logits(LeanModel(model), SEQS), hf_logits(model, SEQS)
+    assert out.dtype == torch.bfloat16
+    assert torch.allclose(out.float(), ref.float(), atol=0.05 * ref.float().abs().max().item())
 
 
 def test_a_llama_model_runs_lean():

@@ -114,7 +114,7 @@ class LeanModel:
         for a in m.active_adapters:
             if a in m.lora_A:
                 self._sources += [m.lora_A[a].weight, m.lora_B[a].weight]
-                W = W + m.get_delta_weight(a)
+                W = W + m.get_delta_weight(a).to(W.dtype)   # peft keeps adapters in fp32 beside bf16 weights
         return W
 
     def _bias(self, m) -> torch.Tensor | None:
