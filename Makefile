@@ -24,7 +24,7 @@ smoke: $(VENV)/.installed
 	$(PY) -m dialogrl reproduce --profile smoke $(ARGS)
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -n auto --dist worksteal $(ARGS)
+	$(PY) -m pytest -n auto --dist load --maxschedchunk 1 $(ARGS)
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check lib tests bench notebooks

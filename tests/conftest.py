@@ -71,3 +71,27 @@ def smollm2():
     from dialogrl.models import load_model
 
     return load_model("smollm2-135m-instruct", device="cpu")
+
+
+# The heaviest tests on an empty model cache, heaviest first (measured 2026-12-02 on 2 cores, their full-size model
+# builds included). `make test` hands tests to its workers one at a time in collection order (pytest-xdist
+# `--dist load --maxschedchunk 1`), so these start first, on different workers, and the short tests fill in after
+# them, instead of one worker ending the run alone in a long build.
+HEAVIEST_FIRST = [
+    "test_learning.py::test_rl_against_one_persuadee_raises_its_donation_rate",        # tiny-persuasion's build
+    "test_learning.py::test_rl_against_a_persona_raises_the_score[grpo]",              # tiny-dond's build
+    "test_notebooks.py::test_notebook_smoke_run_writes_a_summary[03_scope_simulator_collapse]",
+    "test_learning.py::test_ppo_with_process_rewards_raises_goal_achievement_against_one_partner",  # tiny-social's
+    "test_notebooks.py::test_notebook_smoke_run_writes_a_summary[02_socialrl]",
+    "test_learning.py::test_rl_against_a_persona_raises_the_score[ppo]",   # after tiny-dond's build, not waiting on it
+]
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        for k, name in enumerate(HEAVIEST_FIRST):
+            if item.nodeid.endswith(name):
+                return k
+        return len(HEAVIEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+
+    items.sort(key=rank)  # stable: the file order within each rank

