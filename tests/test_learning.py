@@ -54,12 +54,16 @@ def test_rl_against_a_persona_raises_the_score(algorithm):
 
 
 def test_rl_against_one_persuadee_raises_its_donation_rate():
-    """Persuasion for Good: tiny-persuasion's persuader (its own LoRA adapter, k3 KL beta 0.05) trains against the
-    scripted `skeptical` persuadee for 30 steps of 32 games (GRPO, about 80 s on 2 CPU cores); the share of 400
-    held-out scenarios in which that persuadee gives must rise by at least 4.5 points, paired interval above zero.
+    """Persuasion for Good: tiny-persuasion's persuader (its own LoRA adapter, lr 2e-3, k3 KL beta 0.05) trains
+    against the scripted `skeptical` persuadee for 30 steps of 32 games (GRPO, about 80 s on 2 CPU cores, 115 s on
+    one); the share of 400 held-out scenarios in which that persuadee gives must rise by at least 4.5 points, paired
+    interval above zero.
 
-    Measured on three builds (`build_tiny_model("tiny-persuasion", build_seed=b)`, b = 0, 1, 2): +11.3, +10.0 and
-    +9.0 points (interval half-widths about 4), so the smallest gain is twice the margin.
+    Measured 2026-12-02 with one thread, as `make test`'s workers run it, on three builds
+    (`build_tiny_model("tiny-persuasion", build_seed=b)`, b = 0, 1, 2): +15.3, +9.5 and +15.0 points (interval
+    half-widths about 4; build 0 with two threads +14.0), so the smallest gain is twice the margin. At lr 1e-3 (the
+    earlier setting, measured at +9 to +11 before the named random streams) build 0 gained only +4.0 with one thread
+    and +6.8 with two: CI failed on it.
     """
     from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood
 
@@ -75,7 +79,7 @@ def test_rl_against_one_persuadee_raises_its_donation_rate():
         return pd.DataFrame(game_rows(task, eps, "persuader", policy=label, counterpart="skeptical"))
 
     before = evaluate(None, "base")
-    trainer = Trainer(task, model, tok, {"persuader": RoleSpec(adapter="policy", trainable=True, lr=1e-3),
+    trainer = Trainer(task, model, tok, {"persuader": RoleSpec(adapter="policy", trainable=True, lr=2e-3),
                                          "persuadee": RoleSpec(agent=PersuasionAgent("skeptical", 1))},
                       TrainConfig(steps=30, scenarios_per_step=8, group_size=4, kl_coef=0.05, seed=0))
     seed_everything(0)
