@@ -50,7 +50,11 @@ follows the live tensors (slower: its tokens/s are not comparable with a default
   ours-sorted  ours with the samples sorted by length before the call: a game's turns no longer follow each other, so
              nothing packs and every turn is its own sequence (the trainer's computation before packing).
 
-Prints one line per mode; the last line is `ratio: <ours tok/s / trl tok/s>`. One thread by default (--threads): on
+Prints one line per mode, then `ratio: <ours tok/s / trl tok/s>`, then the update's own roofline: the matmul work an
+update must do on these packed rows (`update_flops`: forward and backward through the frozen base and the LoRA
+adapters, padding not counted) per second, over the best matmul rate this machine reaches at the same thread count
+(bench/rollout.py's `matmul_gflops`: the model's linear shapes at 2048 rows, or a 1024^3 square); the last line is
+`update roofline: <ours' fraction of that peak>`. One thread by default (--threads): on
 a CPU shared with other jobs, multi-threaded ops wait for descheduled threads and time the scheduler instead.
 """
 from __future__ import annotations
@@ -162,14 +166,37 @@ def run_ours(args, batch: dict) -> dict:
     if args.mode == "ours-sorted":  # similar lengths share a chunk; the loss is the same token mean over the batch
         samples.sort(key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
     seq_len = lambda s: len(s.prompt_ids) + len(s.completion_ids)  # noqa: E731
-    rows, padded, chunks = 0, 0, _chunk_chains(samples, trainer.config.minibatch_turns)
+    rows, padded, keys, chunks = 0, 0, 0, _chunk_chains(samples, trainer.config.minibatch_turns)
     for chunk in chunks:  # what Trainer.update computes: one row per chain (a game's turns packed), left-padded
         lengths = [seq_len(samples[chunk[c[-1]]]) for c in _chains([samples[i] for i in chunk])]
         rows, padded = rows + sum(lengths), padded + len(lengths) * max(lengths)
+        keys += sum(n * (n + 1) // 2 for n in lengths)  # causal attention: position p sees p + 1 keys
     res = time_steps(lambda: trainer.update("A", samples), args.reps, trainer.model,
                      moves=any(s.advantage for s in samples))
-    return {**res, "padded_positions": padded, "micro_batches": len(chunks),
-            "tokens": sum(len(s.completion_ids) for s in samples), "forward_tokens": rows}
+    tokens = sum(len(s.completion_ids) for s in samples)
+    lora = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
+    work = update_flops(trainer.model.config, rows, keys, tokens, lora, reference=args.mode == "ours-kl")
+    return {**res, "padded_positions": padded, "micro_batches": len(chunks), "tokens": tokens, "forward_tokens": rows,
+            "update_flops": work}
+
+
+def update_flops(config, positions: int, keys: int, completions: int, lora_params: int, reference: bool) -> float:
+    """The matmul FLOPs one update must do on these packed rows, padding not counted. Forward: the blocks' linear
+    layers at every position (2 P_blocks), the LoRA adapters' two thin matmuls (2 P_lora), attention over the keys each
+    position sees (q.k^T and p.V), the lm_head at the completion positions only. Backward through the frozen base:
+    the input gradients only (as much as the forward again; the base's weights get none), attention twice its
+    forward, the adapters' input and weight gradients (twice their forward). `reference`: one more no-grad forward
+    without the adapter (the k3 KL's reference log-probs)."""
+    from rollout import flops_per_token
+
+    H, V, L = config.hidden_size, config.vocab_size, config.num_hidden_layers
+    nh = config.num_attention_heads
+    d = getattr(config, "head_dim", None) or H // nh
+    p_blocks = flops_per_token(config, 0)[1] - H * V
+    blocks, attention, head = 2 * p_blocks * positions, L * 4 * nh * d * keys, 2 * H * V * completions
+    adapters = 2 * lora_params * positions
+    total = 2 * (blocks + head) + 3 * attention + 3 * adapters
+    return total + (blocks + attention + head if reference else 0)
 
 
 def trl_inputs(rows: list[dict], pad_id: int, games: bool):
@@ -332,6 +359,24 @@ def main():
     # the machine may be shared: CPU time is less disturbed by other processes than wall-clock time
     print(f"ratio by CPU time: {results['ours']['tok_per_cpu_s'] / results['trl']['tok_per_cpu_s']:.2f}")
     print(f"ratio: {results['ours']['tok_per_s'] / results['trl']['tok_per_s']:.2f}")  # ours / trl, tok/s
+    # the update's own roofline: its necessary matmul work per second over the best matmul rate of this machine at
+    # the same thread count (the model's linear shapes at 2048 rows, or a 1024^3 square)
+    from rollout import matmul_gflops  # bench/rollout.py, beside this file
+    from transformers import AutoConfig
+
+    from dialogrl.models import resolve_model_path
+
+    config = AutoConfig.from_pretrained(resolve_model_path(args.model))
+    rates = {"model shapes x 2048 rows": matmul_gflops(config, 2048, args.threads),
+             "1024^3 square": matmul_gflops(config, 0, args.threads)}
+    peak = max(rates.values())
+    for mode, r in results.items():
+        if mode.startswith("ours"):
+            achieved = r["update_flops"] / r["median_s"] / 1e9
+            print(f"{mode:11s} update work {r['update_flops'] / 1e9:.1f} GFLOP in {r['median_s']:.2f} s = "
+                  f"{achieved:.1f} GFLOP/s; matmul peak {peak:.0f} GFLOP/s ("
+                  + ", ".join(f"{k} {v:.0f}" for k, v in rates.items()) + ")")
+    print(f"update roofline: {results['ours']['update_flops'] / results['ours']['median_s'] / 1e9 / peak:.3f}")
 
 
 if __name__ == "__main__":
