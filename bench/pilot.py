@@ -82,12 +82,14 @@ def main():
     grid = parse_pairs(args.grid, lists=True)
     out = Path(args.out or repo / "results" / "pilots" / f"{args.stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
+    points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    folders = [out / ("-".join(f"{k}{v}" for k, v in point.items()) or "default") for point in points]
+    taken = [str(f) for f in folders if f.exists()]
+    if taken:  # refused before the first point runs, not hours later: runs never overwrite each other
+        raise SystemExit(f"run folders already exist: {', '.join(taken)} (give a new --out)")
     rows = []
-    for values in itertools.product(*grid.values()):
-        point = dict(zip(grid, values))
-        name = "-".join(f"{k}{v}" for k, v in point.items()) or "default"
-        run_dir = out / name
-        run_dir.mkdir()  # new: runs never overwrite each other
+    for point, run_dir in zip(points, folders):
+        run_dir.mkdir()
         t0 = time.time()
         pm.execute_notebook(str(notebook), str(run_dir / "notebook.ipynb"), cwd=str(repo), progress_bar=False,
                             parameters={**fixed, **point, "run_dir": str(run_dir)})
