@@ -94,8 +94,8 @@ def main():
         pm.execute_notebook(str(notebook), str(run_dir / "notebook.ipynb"), cwd=str(repo), progress_bar=False,
                             parameters={**fixed, **point, "run_dir": str(run_dir)})
         minutes = (time.time() - t0) / 60
-        summary = json.loads((run_dir / "summary.json").read_text())
-        for method, c in checks(summary.get("manipulation", {})):
+        found = checks(json.loads((run_dir / "summary.json").read_text()).get("manipulation", {}))
+        for method, c in found:
             rows.append({**point, "method": method, "base": c.get("base"), "gain": c["gain"],
                          "lo": (c.get("ci") or [None, None])[0], "hi": (c.get("ci") or [None, None])[1],
                          "threshold": c.get("threshold"), "passed": c["passed"], "seeds": c.get("seeds"),
@@ -105,7 +105,7 @@ def main():
         (out / "pilot.md").write_text(
             f"Pilot of {args.stem}: fixed {json.dumps(fixed)}; grid {json.dumps(grid)}\n\n"
             + markdown(table) + "\n")
-        print(table.tail(len(checks(summary.get("manipulation", {})))).to_string(index=False), flush=True)
+        print(table.tail(len(found)).to_string(index=False), flush=True)
     print(f"\n{out / 'pilot.md'}")
 
 

@@ -181,22 +181,19 @@ def run_ours(args, batch: dict) -> dict:
 
 
 def update_flops(config, positions: int, keys: int, completions: int, lora_params: int, reference: bool) -> float:
-    """The matmul FLOPs one update must do on these packed rows, padding not counted. Forward: the blocks' linear
-    layers at every position (2 P_blocks), the LoRA adapters' two thin matmuls (2 P_lora), attention over the keys each
-    position sees (q.k^T and p.V), the lm_head at the completion positions only. Backward through the frozen base:
-    the input gradients only (as much as the forward again; the base's weights get none), attention twice its
-    forward, the adapters' input and weight gradients (twice their forward). `reference`: one more no-grad forward
-    without the adapter (the k3 KL's reference log-probs)."""
-    from rollout import flops_per_token
+    """The matmul FLOPs one update must do on these packed rows, padding not counted. Forward (bench/rollout.py's
+    `work_flops` with every position a prompt token): the blocks' linear layers at every position, attention over the
+    keys each position sees (q.k^T and p.V), the lm_head at the completion positions only; plus the LoRA adapters' two
+    thin matmuls (2 P_lora per position). Backward through the frozen base: the input gradients only (as much as the
+    forward again; the base's weights get none), attention once more (its backward is twice its forward), the
+    adapters' input and weight gradients (twice their forward). `reference`: one more no-grad forward without the
+    adapter (the k3 KL's reference log-probs)."""
+    from rollout import work_flops
 
-    H, V, L = config.hidden_size, config.vocab_size, config.num_hidden_layers
-    nh = config.num_attention_heads
-    d = getattr(config, "head_dim", None) or H // nh
-    p_blocks = flops_per_token(config, 0)[1] - H * V
-    blocks, attention, head = 2 * p_blocks * positions, L * 4 * nh * d * keys, 2 * H * V * completions
+    forward = work_flops(config, {"prefill": positions, "decode": 0, "keys": keys, "turns": completions})
+    attention = work_flops(config, {"prefill": 0, "decode": 0, "keys": keys, "turns": 0})
     adapters = 2 * lora_params * positions
-    total = 2 * (blocks + head) + 3 * attention + 3 * adapters
-    return total + (blocks + attention + head if reference else 0)
+    return 2 * forward + attention + 3 * adapters + (forward if reference else 0)
 
 
 def trl_inputs(rows: list[dict], pad_id: int, games: bool):
