@@ -2,9 +2,10 @@
 
     results = map_runs(run_one, jobs, processes=4)     # the same list as [run_one(job) for job in jobs]
 
-One process already keeps two cores busy (torch's intra-op threads), so on a 2-core machine the serial loop is the
-default; on a machine with more cores, runs that do not depend on each other (each seed of each method) can go to
-`processes` worker processes of one torch thread each: on 8 cores, up to 8 runs at a time.
+Runs that do not depend on each other (each seed of each method) go to `processes` worker processes of one torch
+thread each: on 8 cores, up to 8 runs at a time. Even on 2 cores two one-thread workers beat one two-thread process,
+because a dialogue rollout is bound by per-token Python overhead that a second thread does not share (TeleSales
+training, `bench/throughput.py`: 235 dialogues/min in two workers against 151 in one process, 2026-12-02).
 
 Same results as serial, when two rules hold (the notebooks' runs follow them):
 - a job seeds itself (`seed_everything` at its start) and reads nothing that an earlier job wrote, so its result
