@@ -54,7 +54,8 @@ Prints one line per mode, then `ratio: <ours tok/s / trl tok/s>`, then the updat
 update must do on these packed rows (`update_flops`: forward and backward through the frozen base and the LoRA
 adapters, padding not counted) per second, over the best matmul rate this machine reaches at the same thread count
 (bench/rollout.py's `matmul_gflops`: the model's linear shapes at 2048 rows, or a 1024^3 square); the last line is
-`update roofline: <ours' fraction of that peak>`. One thread by default (--threads): on
+`update roofline: <ours' fraction of that peak>`, after where ours' time goes (one more update under torch.profiler:
+the top ops by self time, and the matmuls' share). One thread by default (--threads): on
 a CPU shared with other jobs, multi-threaded ops wait for descheduled threads and time the scheduler instead.
 """
 from __future__ import annotations
@@ -173,11 +174,26 @@ def run_ours(args, batch: dict) -> dict:
         keys += sum(n * (n + 1) // 2 for n in lengths)  # causal attention: position p sees p + 1 keys
     res = time_steps(lambda: trainer.update("A", samples), args.reps, trainer.model,
                      moves=any(s.advantage for s in samples))
+    if args.mode == "ours":  # where the time goes: one more update under the profiler
+        res["ops"] = profile_ops(lambda: trainer.update("A", samples))
     tokens = sum(len(s.completion_ids) for s in samples)
     lora = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     work = update_flops(trainer.model.config, rows, keys, tokens, lora, reference=args.mode == "ours-kl")
     return {**res, "padded_positions": padded, "micro_batches": len(chunks), "tokens": tokens, "forward_tokens": rows,
             "update_flops": work}
+
+
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")  # leaf ops of the linear layers' matmuls
+
+
+def profile_ops(step) -> dict:
+    """Self CPU time per aten op (microseconds) over one call of step() under torch.profiler: where an update's time
+    goes. The profiler's own overhead inflates cheap ops, so read the shares, not the total."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        step()
+    return {e.key: e.self_cpu_time_total for e in prof.key_averages() if e.self_cpu_time_total > 0}
 
 
 def update_flops(config, positions: int, keys: int, completions: int, lora_params: int, reference: bool) -> float:
@@ -373,6 +389,14 @@ def main():
             print(f"{mode:11s} update work {r['update_flops'] / 1e9:.1f} GFLOP in {r['median_s']:.2f} s = "
                   f"{achieved:.1f} GFLOP/s; matmul peak {peak:.0f} GFLOP/s ("
                   + ", ".join(f"{k} {v:.0f}" for k, v in rates.items()) + ")")
+    ops = results["ours"]["ops"]
+    total = sum(ops.values())
+    matmul = sum(ops.get(k, 0) for k in MATMUL_OPS)
+    top = sorted(ops.items(), key=lambda kv: -kv[1])[:8]
+    print("where the time goes (ours, one profiled update, shares of its ops' self time): "
+          + ", ".join(f"{k.removeprefix('aten::')} {v / total:.0%}" for k, v in top))
+    print(f"matmul ops ({', '.join(k.removeprefix('aten::') for k in MATMUL_OPS)}) take {matmul / total:.0%} of it: "
+          f"at the matmul peak the update would still take {1 - matmul / total:.0%} of its time")
     print(f"update roofline: {results['ours']['update_flops'] / results['ours']['median_s'] / 1e9 / peak:.3f}")
 
 
