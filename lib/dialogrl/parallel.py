@@ -47,6 +47,11 @@ _TASK: tuple | None = None  # (fn, jobs) of the running map_runs: forked workers
 
 def _init_worker() -> None:
     torch.set_num_threads(1)
+    # a forked worker's progress bars (transformers' "Loading weights") would send widget messages over the
+    # notebook kernel's socket that no frontend displays (papermill logs them as stray messages)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
 
 
 def _run_job(i: int) -> bytes:
