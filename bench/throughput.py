@@ -7,11 +7,47 @@ then one evaluation cell (the trained policy in the first seat against a scripte
 scenarios). Times are wall-clock seconds on this machine with its default thread count; the last two lines are
 `train dialogues/min: X` and `eval games/min: Y`. Compare two versions of the library by running this file from each
 (the same model build: the cached warm start of build seed 0).
+
+    python bench/throughput.py --runs results/<stem>/<run id> [...]
+
+reads finished notebook runs instead (any notebook): each training run's dialogues (its metrics' `rollout/n_games`
+over the steps) over its training seconds (`timings.json`), i.e. dialogues/min of one run in its process, and the
+notebook's training throughput on the machine, all runs' dialogues over the training seconds divided by `processes`
+(the runs go `processes` at a time). A notebook's chosen design against an earlier one: pass both runs' folders.
 """
 from __future__ import annotations
 
 import argparse
 import time
+
+
+def run_throughput(run_dir: str) -> str:
+    """One line on a finished notebook run: training dialogues/min per run and on the machine."""
+    import json
+    from collections import Counter
+    from pathlib import Path
+
+    run = Path(run_dir)
+    if not (run / "timings.json").exists():
+        raise SystemExit(f"{run}: no timings.json (not a finished notebook run)")
+    config = json.loads((run / "config.json").read_text())
+    dialogues = Counter()
+    for line in (run / "metrics.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if "rollout/n_games" in row and "step" in row:
+            dialogues[row.get("task"), row["method"], row["seed"]] += row["rollout/n_games"]
+    trained = [(t, dialogues[t.get("task"), t["method"], t["seed"]]) for t in json.loads(
+        (run / "timings.json").read_text())["runs"] if dialogues[t.get("task"), t["method"], t["seed"]]]
+    if not trained:
+        raise SystemExit(f"{run}: no training rollouts in metrics.jsonl")
+    n = sum(d for _, d in trained)
+    seconds = sum(t["train_s"] for t, _ in trained)
+    processes = config.get("processes", 1)
+    per_run = sorted(d / t["train_s"] * 60 for t, d in trained)
+    return (f"{run_dir}: {len(trained)} training runs, {n} dialogues in {seconds:.0f} s of training "
+            f"(steps {config.get('steps')}, processes {processes}): {per_run[len(per_run) // 2]:.0f} dialogues/min "
+            f"per run (median; {per_run[0]:.0f}-{per_run[-1]:.0f}), train dialogues/min: "
+            f"{n / seconds * 60 * processes:.0f} on the machine")
 
 
 def main():
@@ -21,7 +57,12 @@ def main():
     p.add_argument("--scenarios", type=int, default=6)
     p.add_argument("--group", type=int, default=4)
     p.add_argument("--eval", type=int, default=50)
+    p.add_argument("--runs", nargs="+", help="finished notebook run folders to read instead of training here")
     args = p.parse_args()
+    if args.runs:
+        for run in args.runs:
+            print(run_throughput(run))
+        return
 
     from dialogrl.agents import LMAgent
     from dialogrl.envs import make_task
