@@ -80,6 +80,7 @@ def test_good_sale_rewards_by_hand():
     assert out["seller"]["margin"] == pytest.approx((36900 - 34900) / (38900 - 34900))  # 0.5
     assert out["seller"]["score"] == pytest.approx(1.0 + 0.5 * 0.5)                    # a good sale + 0.5 * margin
     assert VehicleTeleSales(seller_goal="margin").outcome(state)["seller"]["score"] == pytest.approx(0.5)
+    assert VehicleTeleSales(seller_goal="success").outcome(state)["seller"]["score"] == pytest.approx(1.25)
     assert out["buyer"]["score"] == pytest.approx((37000 - 36900) / 37000 + 1.0)       # 1.0027
     assert out["seller"]["good_sale"] and out["buyer"]["sale"] and out["buyer"]["vehicle"] == "atlas"
     assert out["seller"]["reward"] == out["seller"]["score"] and out["buyer"]["price"] == 36900
@@ -95,6 +96,10 @@ def test_bad_sales_cost_both_roles():
     assert out["seller"]["sale"] and not out["seller"]["good_sale"]
     # with seller_goal="margin" the seller still earns its margin on a bad sale
     assert VehicleTeleSales(seller_goal="margin").outcome(state)["seller"]["score"] == pytest.approx(1000 / 2800)
+    # with seller_goal="success" (Success@1) a bad sale is worth what no sale is; the buyer's score is unchanged
+    success = VehicleTeleSales(seller_goal="success").outcome(state)
+    assert success["seller"]["score"] == 0.0 and success["buyer"]["score"] == -1.0
+    assert VehicleTeleSales(seller_goal="success").max_reward("seller") == 1.5
     # over budget (the atlas fits, $38000 > $37000)
     state = play_texts(task, SC, ["[OFFER atlas $38000]", "[BUY atlas $38000]"])
     out = task.outcome(state)
@@ -399,7 +404,7 @@ def test_bad_task_parameters_are_named():
         VehicleTeleSales(lot_size=0)
     with pytest.raises(ValueError, match="invalid_penalty"):
         VehicleTeleSales(invalid_penalty=-1)
-    with pytest.raises(ValueError, match="seller_goal='profit': choose one of good_sale, margin"):
+    with pytest.raises(ValueError, match="seller_goal='profit': choose one of good_sale, success, margin"):
         VehicleTeleSales(seller_goal="profit")
     with pytest.raises(ValueError, match="margin_weight"):
         VehicleTeleSales(margin_weight=-0.5)

@@ -38,7 +38,10 @@ Scores (per game; `reward` = score - invalid_penalty * own invalid turns):
   seller: with seller_goal="good_sale" (the default) the seller's task is the metric, a good sale: 1 for a good sale,
           `bad_sale` (-1) for any other sale, 0 for none, plus margin_weight (0.5) * margin on a sale; so a good sale
           scores 0.5 to 1.5, and a sale that misses the buyer's must-haves or budget costs the seller too. With
-          seller_goal="margin" the score is the margin alone.
+          seller_goal="success" the seller scores Success@1 itself: 1 + margin_weight * margin for a good sale and 0
+          for any other outcome, so a bad sale costs no more than no sale (under "good_sale" a seller that cannot yet
+          tell good sales from bad ones learns to stop selling: notebook 04's pilot). With seller_goal="margin" the
+          score is the margin alone.
   buyer:  a good sale (the vehicle has every must-have and price <= budget) is worth
           (budget - price) / budget + success_bonus; any other sale is worth `bad_sale` (-1); no sale is worth 0.
 Metrics: `success_at_1` is the share of dialogues that end in a good sale (one sampled dialogue per scenario, so it is
@@ -94,7 +97,7 @@ CATALOG: dict[str, Vehicle] = {v.id: v for v in [
     Vehicle("amp", "ev", (), 27800),
     Vehicle("zephyr", "ev", ("awd", "third_row", "leather"), 58900),
 ]}
-SELLER_GOALS = ("good_sale", "margin")
+SELLER_GOALS = ("good_sale", "success", "margin")
 MAX_PRICE = 10_000_000  # a price above this (or with more than 8 digits) is an invalid marker, not a number to score
 
 
@@ -239,7 +242,8 @@ class VehicleTeleSales(Task):
     lot_size: vehicles shown per game. p_infeasible: share of scenarios with no good sale at or above a floor.
     success_bonus: added to the buyer's (budget - price) / budget on a good sale. bad_sale: the buyer's score for
     any other sale (and, with seller_goal="good_sale", the seller's). seller_goal: "good_sale" (the seller scores the
-    good sale, plus margin_weight times its margin) or "margin" (its margin alone).
+    good sale, plus margin_weight times its margin, and bad_sale for any other sale), "success" (the same on a good
+    sale, 0 for a bad one: Success@1) or "margin" (its margin alone).
     invalid_penalty: reward a role loses per invalid turn (0 makes invalid markers free).
     """
     name = "telesales"
@@ -363,6 +367,8 @@ class VehicleTeleSales(Task):
             margin = min(max((price - floor) / (msrp - floor), -1.0), 1.0)  # bounded: see the module docstring
             if self.seller_goal == "margin":
                 score["seller"] = margin
+            elif self.seller_goal == "success":
+                score["seller"] = 1.0 + self.margin_weight * margin if good else 0.0
             else:
                 score["seller"] = (1.0 if good else self.bad_sale) + self.margin_weight * margin
             score["buyer"] = (sc.budget - price) / sc.budget + self.success_bonus if good else self.bad_sale
@@ -378,7 +384,7 @@ class VehicleTeleSales(Task):
         """The seller: a good sale at list price (1 + margin_weight; the margin alone: 1). The buyer: a good sale at
         $0 ((budget - 0) / budget + success_bonus)."""
         if role == "seller":
-            return 1.0 + self.margin_weight if self.seller_goal == "good_sale" else 1.0
+            return 1.0 if self.seller_goal == "margin" else 1.0 + self.margin_weight
         return 1.0 + self.success_bonus
 
     def metrics(self, states: Sequence[GameState]) -> dict:
