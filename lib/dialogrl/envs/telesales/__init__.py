@@ -38,6 +38,6 @@ from dialogrl.envs.telesales.task import (
 
 __all__ = ["ALL_BUYERS", "AnchoredBuyer", "BUYER_PERSONAS", "SELLER_PERSONAS", "UNSEEN_BUYERS", "BuyerPersona",
            "SellerPersona", "TelesalesAgent", "hear", "listen", "telesales_population", "traits", "BUYER_PROFILES",
-           "CATALOG", "FEATURES",
-           "MAX_PRICE", "SELLER_GOALS", "TYPES", "TelesalesScenario", "Vehicle", "VehicleTeleSales", "buy_marker", "feasible", "fits",
-           "good_sale", "offer_marker", "parse_marker", "sample_scenario"]
+           "CATALOG", "FEATURES", "MAX_PRICE", "SELLER_GOALS", "TYPES", "TelesalesScenario", "Vehicle",
+           "VehicleTeleSales", "buy_marker", "feasible", "fits", "good_sale", "offer_marker", "parse_marker",
+           "sample_scenario"]
