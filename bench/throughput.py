@@ -36,8 +36,9 @@ def run_throughput(run_dir: str) -> str:
         row = json.loads(line)
         if "rollout/n_games" in row and "step" in row:
             dialogues[row.get("task"), row["method"], row["seed"]] += row["rollout/n_games"]
-    trained = [(t, dialogues[t.get("task"), t["method"], t["seed"]]) for t in json.loads(
-        (run / "timings.json").read_text())["runs"] if dialogues[t.get("task"), t["method"], t["seed"]]]
+    runs = json.loads((run / "timings.json").read_text())["runs"]
+    trained = [(t, dialogues[t.get("task"), t["method"], t["seed"]]) for t in runs]
+    trained = [(t, d) for t, d in trained if d]  # the base and static runs roll out nothing
     if not trained:
         raise SystemExit(f"{run}: no training rollouts in metrics.jsonl")
     n = sum(d for _, d in trained)
