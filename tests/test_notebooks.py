@@ -5,6 +5,7 @@ smoke.yaml and gpu.yaml whose keys are all real notebook parameters (papermill o
 run writes a summary.json with no NaN whose keys and value ranges are those the notebook promises (rates in [0, 1],
 intervals ordered, verdicts from the allowed set), and its wall-clock times apart, in timings.json.
 """
+import ast
 import json
 from pathlib import Path
 
@@ -38,6 +39,11 @@ def test_notebook_is_committed_clean(nb_path, params_dir):
     assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
     params = notebook_parameters(nb_path)
     assert "seed" in params and "run_dir" in params and "profile" in params
+    # papermill reads the cell line by line and skips a line with a second "=" (say ">=" in its comment): such a
+    # parameter is missing from `papermill --help-notebook` and a profile YAML naming it is refused
+    cell = nb.cells[tagged[0]].source
+    assigned = {t.id for node in ast.parse(cell).body if isinstance(node, ast.Assign) for t in node.targets}
+    assert set(params) == assigned, f"papermill cannot read {sorted(assigned - set(params))}"
     for profile in ("smoke", "gpu"):  # both files exist and name only real parameters
         profile_parameters(nb_path, profile, params_dir)
 
