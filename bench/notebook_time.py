@@ -4,7 +4,9 @@
 
 Reads each run's timings.json (wall-clock seconds per training run and evaluation, and the whole run), metrics.jsonl
 (one row per training step; since the trainer logs them, `time/rollout_s` and `time/update_s`) and games.csv (one row
-per evaluation game). Prints one table row per run:
+per evaluation game). A run with `processes = N` (config.json) trains and evaluates N runs at a time in one-thread
+workers: its timings are worker seconds, so its train and eval parts are those over N (the machine's share; the
+workers' imbalance falls into setup) and its rates are the machine's. Prints one table row per run:
 
     minutes      the whole notebook, as it recorded it
     setup        everything outside the training runs and evaluations: model builds and loads, calibration, the
@@ -31,6 +33,7 @@ PARTS = ("setup", "rollouts", "updates", "train other", "eval")
 
 def breakdown(run: Path) -> dict:
     timings = json.loads((run / "timings.json").read_text())
+    processes = json.loads((run / "config.json").read_text()).get("processes") or 1
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     steps = [r for r in rows if "step" in r and "method" in r]
     interactive = [r for r in steps if "rollout/n_games" in r]  # steps that played games (static training: none)
@@ -44,7 +47,10 @@ def breakdown(run: Path) -> dict:
     interactive_train = sum(r["train_s"] for r in runs if r["method"] in interactive_methods)
     dialogues = sum(r["rollout/n_games"] for r in interactive)
     games = sum(1 for _ in (run / "games.csv").open()) - 1
-    return {"run": run.name, "notebook": run.parent.name, "minutes": timings["seconds"] / 60,
+    # worker seconds -> the machine's seconds when the runs went `processes` at a time
+    train, evaluation, rollouts, updates, interactive_train = (
+        x / processes for x in (train, evaluation, rollouts, updates, interactive_train))
+    return {"run": run.name, "notebook": run.parent.name, "processes": processes, "minutes": timings["seconds"] / 60,
             "setup": (timings["seconds"] - train - evaluation) / 60,
             "rollouts": rollouts / 60 if timed else None, "updates": updates / 60 if timed else None,
             "train other": (train - rollouts - updates) / 60 if timed else None,
