@@ -175,6 +175,32 @@ def run_notebook(nb_path: Path, run_dir: Path, parameters: dict, progress: bool 
         return False, time.time() - t0, f"{type(err).__name__}: {err}"
 
 
+DEMO_NOTEBOOK = Path("notebooks/demo/first_run.ipynb")
+
+
+def demo(parameters: dict | None = None, results_root: str | Path = "results", progress: bool = True,
+         notebook: str | Path = DEMO_NOTEBOOK) -> int:
+    """`python -m dialogrl demo`: run the first-run notebook into results/first_run/<run_id>/ and say where its
+    executed notebook, figures and summary are. Returns a process exit code."""
+    run_dir = make_run_dir("first_run", root=results_root)
+    ok, seconds, error = run_notebook(Path(notebook), run_dir, dict(parameters or {}), progress=progress)
+    if not ok:
+        print(f"the demo failed after {seconds / 60:.1f} min: {error.strip()}\nits notebook, as far as it ran: "
+              f"{run_dir / Path(notebook).name}")
+        return 1
+    summary = json.loads((run_dir / "summary.json").read_text())
+    d = summary["trained_minus_warm_start"]
+    print(f"\ndemo done in {seconds / 60:.1f} min. Held-out full agreement: warm start "
+          f"{summary['success']['warm start']:.1%}, trained {summary['success']['trained']:.1%}; "
+          f"difference {d['diff']:+.1%} [{d['lo']:+.1%}, {d['hi']:+.1%}] over {d['n']} paired games")
+    print(f"  executed notebook  {run_dir / Path(notebook).name}  (open it in JupyterLab: the curve and the table)")
+    for fig in sorted((run_dir / "figures").glob("*.png")):
+        print(f"  figure             {fig}")
+    print(f"  summary            {run_dir / 'summary.json'}")
+    print(f"  metrics per step   {run_dir / 'metrics.jsonl'}")
+    return 0
+
+
 def latest_run(stem: str, results_root: Path, profile: str | None = None) -> Path | None:
     """The newest run folder of `stem` holding a summary.json (of `profile`, if given), or None."""
     runs = sorted((p for p in (Path(results_root) / stem).glob("*") if (p / "summary.json").exists()
