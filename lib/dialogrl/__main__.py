@@ -26,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--results", default="results", help="results root (default: results)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
 
+    cmp = sub.add_parser("compare", help="the claims of several runs side by side (markdown)")
+    cmp.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results/<stem>/<run_id>)")
+    cmp.add_argument("--out", default="results/COMPARE.md", help="where the markdown goes (default: %(default)s)")
+
     fig = sub.add_parser("figures", help="copy a cpu run's key figures into papers/figures/<stem>/")
     fig.add_argument("stem", help="the notebook (file stem)")
     fig.add_argument("--run", default=None, help="the run folder (default: the latest cpu run of the notebook)")
@@ -64,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
 
             return demo({k: ast.literal_eval(v) for k, v in args.parameter}, args.results,
                         progress=not args.no_progress)
+        if args.command == "compare":
+            from dialogrl.compare import compare
+
+            print(compare(args.runs, args.out))
+            print(f"written to {args.out}")
+            return 0
         if args.command == "figures":
             return _figures(args)
         if args.command == "claims":
