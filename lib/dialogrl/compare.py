@@ -51,8 +51,9 @@ def runs_table(rows: list[dict]) -> str:
     for r in rows:
         counts = [sum(c["verdict"] == v for c in r["claims"].values()) for v in VERDICTS]
         minutes = "—" if r["minutes"] is None else f"{r['minutes']:.0f}"
-        out.append(f"| {r['notebook']} | `{r['run']}` | {r['profile']} | {r['seeds'] if r['seeds'] is not None else '—'}"
-                   f" | {r['commit']} | {minutes} | " + " | ".join(map(str, counts)) + " |")
+        seeds = "—" if r["seeds"] is None else r["seeds"]
+        out.append(f"| {r['notebook']} | `{r['run']}` | {r['profile']} | {seeds} | {r['commit']} | {minutes} | "
+                   + " | ".join(map(str, counts)) + " |")
     return "\n".join(out)
 
 
