@@ -438,7 +438,6 @@ def test_panel_eval_reports_each_counterpart_and_leaves_training_untouched(dond_
 def test_report_to_tensorboard_streams_each_step_into_the_run_folder(dond_dir, tmp_path):
     """A live view: with report_to="tensorboard" every step's metrics go to event files under the run folder's
     tracking/<tags>/ (one tracker run per training run), and read back as they were logged."""
-    pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     trainer = make_trainer(dond_dir, steps=2, report_to="tensorboard")
