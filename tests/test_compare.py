@@ -48,3 +48,18 @@ def test_a_folder_without_a_summary_is_a_clear_error(tmp_path, capsys):
         run_rows([tmp_path / "half"])
     assert main(["compare", str(tmp_path / "half"), "--out", str(tmp_path / "c.md")]) == 2
     assert "not a finished run folder" in capsys.readouterr().err
+
+
+def test_a_paper_files_cited_run_compares_with_a_new_one(tmp_path):
+    """papers/claims/<stem>.json (the run a paper cites, its folder perhaps gone) beside a new run folder."""
+    excerpt = tmp_path / "02_socialrl.json"
+    excerpt.write_text(json.dumps({"run": "20261130-000000__cpu", "source": "recorded",
+                                   "claims": {"goal.a_minus_b": claim(0.2, 0.1, 0.3)}, "manipulation": {}}))
+    new = fake_run(tmp_path, "02_socialrl", "20261202-000000__cpu", {"goal.a_minus_b": claim(0.01, -0.01, 0.03)})
+    rows = run_rows([excerpt, new])
+    assert rows[0]["notebook"] == rows[1]["notebook"] == "02_socialrl" and rows[0]["commit"] == "?"
+    table = compare_table(rows)
+    assert "(cited by papers/02_socialrl.md)" in table and "**holds**" in table and "**refuted**" in table
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a claims excerpt"):
+        run_rows([tmp_path / "other.json"])

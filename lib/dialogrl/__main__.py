@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     cmp = sub.add_parser("compare", help="the claims of several runs side by side (markdown)")
-    cmp.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results/<stem>/<run_id>)")
+    cmp.add_argument("runs", nargs="+", metavar="RUN",
+                     help="run folders (results/<stem>/<run_id>) or claims excerpts (papers/claims/<stem>.json)")
     cmp.add_argument("--out", default="results/COMPARE.md", help="where the markdown goes (default: %(default)s)")
 
     fig = sub.add_parser("figures", help="copy a cpu run's key figures into papers/figures/<stem>/")

@@ -21,10 +21,23 @@ def _load(path: Path) -> dict:
 
 
 def run_rows(runs) -> list[dict]:
-    """A record per run folder (ValueError for a folder without a summary.json): its notebook, run id, profile,
-    seeds, commit, minutes (timings.json) and claims (summary.json)."""
+    """A record per run: its notebook, run id, profile, seeds, commit, minutes (timings.json) and claims
+    (summary.json). A run is a run folder, or a paper's claims excerpt (papers/claims/<stem>.json: the run a paper
+    file cites, whose folder may be gone; its profile, commit and minutes then show as unknown). ValueError for
+    anything else."""
     rows = []
     for run in map(Path, runs):
+        if run.is_file() and run.suffix == ".json":
+            excerpt = _load(run)
+            if "claims" not in excerpt:
+                raise ValueError(f"{run}: not a claims excerpt (papers/claims/<stem>.json) or a run folder")
+            name = str(excerpt.get("run", run.stem))
+            claims = {k: c for k, c in excerpt["claims"].items() if "verdict" in c}
+            seeds = [c["seeds"] for c in claims.values() if isinstance(c.get("seeds"), int)]
+            rows.append({"notebook": run.stem, "run": f"{name} (cited by papers/{run.stem}.md)",
+                         "profile": name.rsplit("__", 1)[-1] if "__" in name else "?",
+                         "seeds": max(seeds) if seeds else None, "commit": "?", "minutes": None, "claims": claims})
+            continue
         if not (run / "summary.json").is_file():
             raise ValueError(f"{run}: not a finished run folder (no summary.json)")
         summary, config, env = _load(run / "summary.json"), _load(run / "config.json"), _load(run / "env.json")
