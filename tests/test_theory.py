@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from dialogrl.plots import compounding_fits, shift_curves
+from dialogrl.plots import compounding_fits, layout_problems, shift_curves
 from dialogrl.theory import (
     ShiftEstimate,
     classifier_shift,
@@ -97,9 +97,9 @@ def test_compounding_check(name, verdict, tmp_path):
     assert np.all(covered | (np.abs(check.gap - exact_gap) < 0.02))
     shift = classifier_estimate(p, q, 6, 1000, seed=5)
     fig = compounding_fits(check, shift, path=tmp_path / "c.png")
-    assert (tmp_path / "c.png").exists() and fig is not None
-    shift_curves({name: shift}, path=tmp_path / "s.png")
-    assert (tmp_path / "s.png").exists()
+    assert (tmp_path / "c.png").exists() and layout_problems(fig) == []
+    fig = shift_curves({name: shift}, path=tmp_path / "s.png")
+    assert (tmp_path / "s.png").exists() and layout_problems(fig) == []
     h = np.array(HORIZONS, float)  # the fits are the OLS fits behind the reported coefficients
     assert np.isclose(np.polyfit(h, check.gap, 2)[0], check.quadratic_coef)
     assert np.allclose(check.fitted(h, 1), np.polyval(np.polyfit(h, check.gap, 1), h))

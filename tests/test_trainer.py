@@ -433,3 +433,20 @@ def test_panel_eval_reports_each_counterpart_and_leaves_training_untouched(dond_
                         "panel/games"}
     assert out["panel/score"] == pytest.approx((out["fair/score"] + out["greedy/score"]) / 2)
     assert out["panel/games"] == 12 and evaluate(trainer) == out   # frozen and seeded: the same numbers again
+
+
+def test_report_to_tensorboard_streams_each_step_into_the_run_folder(dond_dir, tmp_path):
+    """A live view: with report_to="tensorboard" every step's metrics go to event files under the run folder's
+    tracking/<tags>/ (one tracker run per training run), and read back as they were logged."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    trainer = make_trainer(dond_dir, steps=2, report_to="tensorboard")
+    log = MetricsLogger(tmp_path)
+    rows = trainer.train(log=log.tagged(method="demo", seed=3), progress=False)
+    (run,) = (tmp_path / "tracking").iterdir()
+    assert run.name == "method=demo-seed=3"
+    events = EventAccumulator(str(run))
+    events.Reload()
+    assert "A/loss" in events.Tags()["scalars"]
+    logged = [(e.step, e.value) for e in events.Scalars("A/loss")]
+    assert logged == [(r["step"], pytest.approx(r["A/loss"], rel=1e-6)) for r in rows]

@@ -1,4 +1,4 @@
-"""Command line: `python -m dialogrl reproduce | figures | claims | build-tiny`."""
+"""Command line: `python -m dialogrl demo | reproduce | compare | figures | claims | build-tiny`."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,12 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dialogrl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+
+    dem = sub.add_parser("demo", help="a first run of a few minutes: RL that moves a metric, with its figures")
+    dem.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="a parameter of notebooks/demo/first_run.ipynb (a Python literal), e.g. -p steps 60")
+    dem.add_argument("--results", default="results", help="results root (default: results)")
+    dem.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     rep = sub.add_parser("reproduce", help="run every notebook with papermill and write results/REPORT.md")
     rep.add_argument("--only", nargs="+", metavar="STEM", help="run only these notebooks (file stems)")
@@ -19,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
     rep.add_argument("--results", default="results", help="results root (default: results)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    cmp = sub.add_parser("compare", help="the claims of several runs side by side (markdown)")
+    cmp.add_argument("runs", nargs="+", metavar="RUN",
+                     help="run folders (results/<stem>/<run_id>) or claims excerpts (papers/claims/<stem>.json)")
+    cmp.add_argument("--out", default="results/COMPARE.md", help="where the markdown goes (default: %(default)s)")
 
     fig = sub.add_parser("figures", help="copy a cpu run's key figures into papers/figures/<stem>/")
     fig.add_argument("stem", help="the notebook (file stem)")
@@ -51,6 +62,19 @@ def main(argv: list[str] | None = None) -> int:
             return reproduce(only=args.only, profile=args.profile, notebooks_dir=args.notebooks,
                              params_dir=args.params, papers_dir=args.papers, results_root=args.results,
                              progress=not args.no_progress)
+        if args.command == "demo":
+            import ast
+
+            from dialogrl.reproduce import demo
+
+            return demo({k: ast.literal_eval(v) for k, v in args.parameter}, args.results,
+                        progress=not args.no_progress)
+        if args.command == "compare":
+            from dialogrl.compare import compare
+
+            print(compare(args.runs, args.out))
+            print(f"written to {args.out}")
+            return 0
         if args.command == "figures":
             return _figures(args)
         if args.command == "claims":

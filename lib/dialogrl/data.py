@@ -2,7 +2,9 @@
 
 Deal or No Deal (Lewis et al. 2017), from either source:
   - the original release's text files (`data.txt` raw format, `train/val/test.txt` tagged format), from a local path;
-  - the hub dataset `mikelewis0/deal_or_no_dialog` (needs internet or the local HF cache).
+  - the hub dataset `mikelewis0/deal_or_no_dialog` (needs internet or the local HF cache): its Parquet export
+    (`refs/convert/parquet`, config `dialogues`), since datasets 4.x no longer runs the loading script on its main
+    branch; or a local copy of that export (a folder of `<split>/*.parquet`).
 Each dialogue becomes a DondRecord: the scenario with A = the first speaker, the talk turns, and each role's own
 selection where the file records it. `replay(task, record)` plays it through the task's rules.
 Persuasion for Good (Wang et al. 2019), from a local folder of the release's CSV files (`load_p4g`): each dialogue a
@@ -25,6 +27,9 @@ from dialogrl.envs.dealnodeal import SELECTION_TOKEN, DealOrNoDeal, DondScenario
 from dialogrl.hub import HUB_ID_PATTERN, hub_reachable
 
 DOND_HUB_ID = "mikelewis0/deal_or_no_dialog"
+# the hub's automatic Parquet export of the dataset (its main branch holds only a loading script) and the folder of
+# the `dialogues` config in it (the other, `self_play`, has contexts without dialogues)
+DOND_HUB_REVISION, DOND_HUB_CONFIG = "refs/convert/parquet", "dialogues"
 
 
 @dataclass
@@ -176,10 +181,13 @@ def dond_record_from_hub_row(row: dict) -> DondRecord:
 
 
 def load_dond(source: str | Path, split: str = "train") -> list[DondRecord]:
-    """Deal or No Deal records from a local file/folder of the original release, or the hub id.
+    """Deal or No Deal records from a local file/folder of the original release, the hub id, or a local copy of the
+    hub's Parquet export.
 
     source: a path to `data.txt` or a tagged `*.txt`, a folder holding them (data.txt preferred, else <split>.txt),
-    or the hub id `mikelewis0/deal_or_no_dialog` (its `split`).
+    the hub id `mikelewis0/deal_or_no_dialog` (its Parquet export's `split`), or a folder of that export as
+    `huggingface-cli download --repo-type dataset --revision refs/convert/parquet` writes it (`dialogues/<split>/
+    *.parquet`, or `<split>/*.parquet`).
     """
     path = Path(source).expanduser()
     if path.is_dir():
@@ -188,7 +196,14 @@ def load_dond(source: str | Path, split: str = "train") -> list[DondRecord]:
                 path = path / name
                 break
         else:
-            raise FileNotFoundError(f"no data.txt or {split}.txt in {source}")
+            parquet = sorted((path / DOND_HUB_CONFIG / split).glob("*.parquet")) or sorted(
+                (path / split).glob("*.parquet"))
+            if parquet:
+                from datasets import load_dataset
+
+                rows = load_dataset("parquet", data_files=[str(p) for p in parquet], split="train")
+                return [dond_record_from_hub_row(r) for r in rows]
+            raise FileNotFoundError(f"no data.txt, {split}.txt or {split}/*.parquet in {source}")
     if path.is_file():
         first = path.open().readline()
         return load_dond_tagged(path) if first.lstrip().startswith("<input>") else load_dond_raw(path)
@@ -198,7 +213,8 @@ def load_dond(source: str | Path, split: str = "train") -> list[DondRecord]:
         if not hub_reachable():
             raise OSError(f"cannot load {source!r}: this machine is offline (the hub is unreachable); give a local "
                           "copy of the original release instead (a folder with data.txt or train/val/test.txt)")
-        return [dond_record_from_hub_row(r) for r in load_dataset(str(source), split=split)]
+        rows = load_dataset(str(source), revision=DOND_HUB_REVISION, data_dir=DOND_HUB_CONFIG, split=split)
+        return [dond_record_from_hub_row(r) for r in rows]
     raise FileNotFoundError(f"no Deal or No Deal data at {source!r}")
 
 

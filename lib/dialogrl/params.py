@@ -12,8 +12,9 @@ The parameters cell holds literals only (papermill injects overrides after it). 
     })
 
 and gets back a plain dict of every parameter (for config.json), or a ParameterError naming the parameter, the value
-it got and what is allowed. A notebook whose `profile` defaults to "auto" calls `resolve_profile(globals(), stem)`
-first: the gpu profile's values on a CUDA machine, the cell's own (cpu) values elsewhere.
+it got and what is allowed. Before it, `resolve_profile(globals(), stem)` applies the cell's `profile`: "auto" picks
+gpu on a CUDA machine and cpu elsewhere; smoke and gpu take params/<stem>/<profile>.yaml's values over the cell's
+(parameters papermill passed explicitly still win), cpu keeps the cell's own values.
 """
 from __future__ import annotations
 
@@ -205,34 +206,63 @@ def check_params(namespace: Mapping[str, Any], spec: Mapping[str, Rule]) -> dict
 
 
 def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool | None = None,
-                    params_dir: str | Path | None = None) -> str:
-    """Resolve a notebook's `profile = "auto"`: `gpu` on a CUDA machine, `cpu` otherwise; returns the profile.
+                    params_dir: str | Path | None = None, passed: set[str] | None = None) -> str:
+    """Apply a notebook's profile to its parameters (its globals); returns the profile (smoke | cpu | gpu).
 
-    For `gpu`, the values of params/<stem>/gpu.yaml replace the parameters cell's values in `namespace` (the
-    notebook's globals), as `papermill -f params/<stem>/gpu.yaml` would; for `cpu` the cell's values (the cpu
-    profile) stay. A profile given by name (smoke | cpu | gpu) is left as it is: whoever named it set its values.
-    cuda: None asks torch. Raises ParameterError for a missing profile file or a key that is not a parameter.
+    `profile = "auto"` becomes `gpu` on a CUDA machine and `cpu` elsewhere. `cpu` keeps the parameters cell's values
+    (the cell's defaults are the cpu profile); `smoke` and `gpu` replace them by params/<stem>/<profile>.yaml's, so
+    that `profile = "smoke"` typed in the cell gives the run that `papermill -f params/<stem>/smoke.yaml` and
+    `python -m dialogrl reproduce --profile smoke` give. A parameter passed explicitly (papermill's `-p`, or a key of
+    its `-f` file) still wins over the profile's file.
+    cuda: None asks torch (only for "auto"). passed: the explicitly passed parameter names; None reads them from
+    papermill's injected-parameters cell in this kernel's history (`papermill_parameters`). Raises ParameterError for
+    a missing profile file or a key of it that is not a parameter.
     """
-    if namespace.get("profile") != "auto":
-        return namespace.get("profile")
-    if cuda is None:
-        import torch
+    profile = namespace.get("profile")
+    if profile == "auto":
+        if cuda is None:
+            import torch
 
-        cuda = torch.cuda.is_available()
-    profile = "gpu" if cuda else "cpu"
-    if profile == "gpu":
+            cuda = torch.cuda.is_available()
+        profile = "gpu" if cuda else "cpu"
+        print(f"profile auto -> {profile} ({'a' if cuda else 'no'} CUDA device)")
+    if profile in ("smoke", "gpu"):
         import yaml
 
         from dialogrl.run import repo_root
 
-        path = Path(params_dir or repo_root() / "params") / stem / "gpu.yaml"
+        path = Path(params_dir or repo_root() / "params") / stem / f"{profile}.yaml"
         if not path.exists():
-            raise ParameterError("profile", "auto", f"a CUDA device is present but {path} does not exist")
+            raise ParameterError("profile", profile, f"{path} does not exist")
         values = yaml.safe_load(path.read_text()) or {}
         unknown = sorted(set(values) - set(namespace))
         if unknown:
-            raise ParameterError("profile", "auto", f"{path} sets {unknown}, which are not parameters of {stem}")
-        namespace.update(values)
-        print(f"profile auto -> gpu (a CUDA device is present): {len(values)} values from {path}")
+            raise ParameterError("profile", profile, f"{path} sets {unknown}, which are not parameters of {stem}")
+        kept = sorted(set(values) & (papermill_parameters() if passed is None else set(passed)) - {"profile"})
+        changed = {k: v for k, v in values.items() if k not in kept and namespace[k] != v}
+        namespace.update({k: v for k, v in values.items() if k not in kept})
+        print(f"profile {profile}: {path} sets {len(changed)} value(s) ({', '.join(changed) or 'none changed'})"
+              + (f"; passed explicitly, kept: {', '.join(kept)}" if kept else ""))
     namespace["profile"] = profile
     return profile
+
+
+def papermill_parameters() -> set[str]:
+    """Names of the parameters papermill passed to this kernel (the assignments of the last executed cell that
+    starts with papermill's "# Parameters" line); empty outside IPython or when papermill injected none."""
+    import ast
+
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return set()
+    shell = get_ipython()
+    history = shell.user_ns.get("In", []) if shell is not None else []
+    injected = [src for src in history if src.startswith("# Parameters\n")]
+    if not injected:
+        return set()
+    try:
+        tree = ast.parse(injected[-1])
+    except SyntaxError:
+        return set()
+    return {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}

@@ -27,24 +27,80 @@ def crossplay_heatmap(table: pd.DataFrame, metric: str = "score", path: str | Pa
 
     grid = table.pivot(index="policy", columns="counterpart", values=metric)
     grid = grid.loc[table["policy"].unique(), table["counterpart"].unique()]  # keep the given order
+    grid = grid.dropna(axis=0, how="all").dropna(axis=1, how="all")  # a pairing nobody played: no empty lane
     fig, ax = plt.subplots(figsize=(1.1 * grid.shape[1] + 2.5, 0.6 * grid.shape[0] + 1.5))
     sns.heatmap(grid, annot=True, fmt=fmt, cmap="viridis", cbar_kws={"label": metric}, ax=ax)
+    if max((len(str(c)) for c in grid.columns), default=0) > 8:  # long names would run into each other: slanted
+        ax.set_xticklabels(ax.get_xticklabels(), rotation=35, ha="right")
     ax.set_title(title or f"cross-play: {metric}")
     ax.set_xlabel("counterpart")
     ax.set_ylabel("policy")
     return _save(fig, path)
 
 
+def pretty_label(key: str) -> str:
+    """An axis label for a metrics key: 'rollout/success_at_1' -> 'success at 1 (training rollouts)',
+    'eval/panel/reward' -> 'reward (held-out panel)', 'reward/A' -> 'reward of A'."""
+    parts = key.split("/")
+    where = {"rollout": "training rollouts", "eval": "evaluation"}
+    if parts[0] in where and len(parts) > 1:
+        place = "held-out panel" if parts[1] == "panel" else where[parts[0]]
+        return f"{parts[-1].replace('_', ' ')} ({place})"
+    if len(parts) == 2:
+        return f"{parts[0].replace('_', ' ')} of {parts[1]}"
+    return key.replace("_", " ")
+
+
+def outside_legend(ax, title: str | None = None):
+    """The legend to the right of the axes, where it cannot cover data."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(title=title, fontsize=8, title_fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                  borderaxespad=0.0, frameon=False)
+
+
+def curve_bands(df: pd.DataFrame, y: str, x: str = "step", hue: str | None = None,
+                units: str = "seed") -> pd.DataFrame:
+    """Per (hue, x): the mean of `y` over `units` (training seeds) and its 95% t-interval (lo = hi = mean with one
+    seed), the bands that `learning_curves` draws. Rows without y are dropped; each unit's rows at one x are averaged
+    first, so a unit counts once."""
+    import numpy as np
+
+    from dialogrl.evaluate import t_interval
+
+    keys = [k for k in (hue, x) if k is not None]
+    df = df.dropna(subset=[y])
+    per_unit = df.groupby([*keys, units], sort=False)[y].mean().reset_index() if units in df else df
+    out = []
+    for key, g in per_unit.groupby(keys, sort=False):
+        vals = g[y].to_numpy(dtype=float)
+        lo, hi = t_interval(vals) if len(vals) > 1 and np.ptp(vals) > 0 else (vals.mean(), vals.mean())
+        out.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), "mean": float(vals.mean()),
+                    "lo": float(lo), "hi": float(hi), "n": len(vals)})
+    return pd.DataFrame(out)
+
+
 def learning_curves(rows: Sequence[dict] | pd.DataFrame, y: str, x: str = "step", hue: str | None = None,
-                    path: str | Path | None = None, title: str | None = None):
-    """Line plot of `y` against `x` from metrics.jsonl rows (mean and 95% band over seeds when they repeat)."""
+                    path: str | Path | None = None, title: str | None = None, ylabel: str | None = None,
+                    units: str = "seed"):
+    """Line plot of `y` against `x` from metrics.jsonl rows: the mean over `units` (training seeds) with its 95%
+    t-interval as the band, as the headline figures show intervals (`curve_bands`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    df = pd.DataFrame(rows)
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    sns.lineplot(data=df, x=x, y=y, hue=hue, errorbar=("ci", 95), ax=ax)
-    ax.set_title(title or y)
+    bands = curve_bands(pd.DataFrame(rows), y, x, hue, units)
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    groups = list(bands.groupby(hue, sort=False)) if hue else [(None, bands)]
+    for (name, g), color in zip(groups, sns.color_palette(n_colors=len(groups))):
+        g = g.sort_values(x)
+        ax.plot(g[x], g["mean"], color=color, label=name)
+        if (g["hi"] > g["lo"]).any():
+            ax.fill_between(g[x], g["lo"], g["hi"], color=color, alpha=0.2, linewidth=0)
+    ax.set_xlabel(x)
+    ax.set_ylabel(ylabel or pretty_label(y))
+    ax.set_title(title or pretty_label(y))
+    if hue:
+        n = int(bands["n"].max()) if len(bands) else 0
+        outside_legend(ax, title=f"{hue} (band: 95% t over {n} seeds)" if n > 1 else hue)
     return _save(fig, path)
 
 
@@ -97,9 +153,9 @@ def tradeoff_plane(table: pd.DataFrame, x: str, y: str, label: str = "method", p
         ax.errorbar(r[x], r[y], xerr=ci_errors([r[x]], [r[f"{x}_lo"]], [r[f"{x}_hi"]]),
                     yerr=ci_errors([r[y]], [r[f"{y}_lo"]], [r[f"{y}_hi"]]), fmt="o", color=c, capsize=3,
                     label=r[label])
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.legend(fontsize=8, loc="best")
+    ax.set_xlabel(pretty_label(x))
+    ax.set_ylabel(pretty_label(y))
+    outside_legend(ax)
     ax.set_title(title or f"{y} vs {x}")
     return _save(fig, path)
 
@@ -134,7 +190,7 @@ def shift_curves(shifts: dict[str, ShiftEstimate], path: str | Path | None = Non
     ax.set_ylabel(ylabel or labels.get(next(iter(shifts.values())).kind, "shift of the history"))
     if title:
         ax.set_title(title)
-    ax.legend(fontsize=7)
+    outside_legend(ax)
     return _save(fig, path)
 
 
@@ -153,7 +209,7 @@ def compounding_fits(check: CompoundingCheck, shift: ShiftEstimate | None = None
         ax.fill_between(shift.turns, shift.lo, shift.hi, alpha=0.25)
         ax.set_xlabel("turn i")
         ax.set_ylabel("shift of the history after turn i")
-        ax.legend()
+        ax.legend(fontsize=8, loc="upper left")
     ax = axes[-1]
     h = check.horizons
     ax.axhline(0.0, color="lightgrey", lw=0.8)
@@ -166,11 +222,56 @@ def compounding_fits(check: CompoundingCheck, shift: ShiftEstimate | None = None
     ax.plot(grid, check.fitted(grid, 2), "-", label=f"quadratic: c = {check.quadratic_coef:.3g} [{lo:.3g}, {hi:.3g}]")
     form = "sum min(1, D_t-1)" if check.reward == "per_turn" else "min(1, D_H)"
     kind = "" if check.bound_test == "valid" else ", eps lower bounds"
-    ax.plot(h, check.bound, "s:", color="grey", label=f"+- bound R_max {form}{kind}")
-    ax.plot(h, -check.bound, "s:", color="grey")
+    # the y-axis follows the data (the gap's intervals and the fits), not the bound: a bound far above the data would
+    # squash it into a line; a bound off the axes is named in the legend
+    data_lo = min(np.min(check.gap_ci[:, 0]), np.min(check.fitted(grid, 1)), np.min(check.fitted(grid, 2)))
+    data_hi = max(np.max(check.gap_ci[:, 1]), np.max(check.fitted(grid, 1)), np.max(check.fitted(grid, 2)))
+    pad = 0.15 * max(data_hi - data_lo, 1e-9)
+    ylim = (min(data_lo, 0.0) - pad, max(data_hi, 0.0) + pad)
+    bound = np.asarray(check.bound, dtype=float)
+    beyond = bool(bound.max() > ylim[1])
+    label = f"+- bound R_max {form}{kind}" + (f" (reaches {bound.max():.3g}: beyond the axes)" if beyond else "")
+    ax.plot(h, bound, "s:", color="grey", label=label)
+    ax.plot(h, -bound, "s:", color="grey")
+    ax.set_ylim(*ylim)
     ax.set_xlabel("horizon H (turns)")
     ax.set_ylabel("J_P - J_Q")
     ax.set_title(title or f"verdict: {check.verdict} (detectable c: {check.min_detectable_quadratic:.2g})")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2, frameon=False)
     fig.tight_layout()
     return _save(fig, path)
+
+
+def layout_problems(fig) -> list[str]:
+    """What keeps a figure from being read, where it can be checked: a plot without an axis label, x tick labels
+    that run into each other, a legend drawn over plotted points. Empty when none is found."""
+    import numpy as np
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    for i, ax in enumerate(fig.axes):
+        if ax.get_label() == "<colorbar>" or not (ax.lines or ax.collections or ax.patches or ax.images):
+            continue
+        name = ax.get_title() or f"axes {i}"
+        for axis, label in (("x", ax.get_xlabel()), ("y", ax.get_ylabel())):
+            if not label.strip():
+                problems.append(f"{name}: no {axis} label")
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
+        if any(a.overlaps(b) for a, b in zip(boxes, boxes[1:])):
+            problems.append(f"{name}: x tick labels overlap")
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent(renderer)
+        points = [line.get_xydata() for line in ax.lines if len(line.get_xydata())]
+        points += [c.get_offsets() for c in ax.collections if len(np.atleast_2d(c.get_offsets())) > 1]
+        if points:
+            xy = ax.transData.transform(np.concatenate([np.asarray(p, dtype=float).reshape(-1, 2) for p in points]))
+            frame = ax.bbox  # only points drawn inside the axes can be covered
+            xy = xy[(xy[:, 0] >= frame.x0) & (xy[:, 0] <= frame.x1) & (xy[:, 1] >= frame.y0) & (xy[:, 1] <= frame.y1)]
+            covered = int(np.sum((xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1) & (xy[:, 1] >= box.y0)
+                                 & (xy[:, 1] <= box.y1)))
+            if covered:
+                problems.append(f"{name}: the legend covers {covered} plotted point(s)")
+    return problems

@@ -6,8 +6,9 @@ For each notebooks/<stem>.ipynb (sorted, or those named by --only):
      is always passed, so that a notebook's `profile = "auto"` does not pick another one;
   2. a new run folder results/<stem>/<run_id>/, passed to the notebook as its `run_dir` parameter; the executed
      notebook is saved there beside the notebook's own summary.json, metrics.jsonl, figures and transcripts;
-  3. results/REPORT.md: per notebook, its latest summary.json beside the paper's numbers, which papers/<stem>.md
-     lists in its front matter under `paper_numbers:` (dotted summary keys -> the paper's value);
+  3. results/REPORT.md: the claims of each notebook's latest run beside the paper's effects, with intervals, MDEs
+     and verdicts (`compare.compare_table`), its manipulation checks, and the paper's other numbers, which
+     papers/<stem>.md lists in its front matter under `paper_numbers:` (dotted summary keys -> the paper's value);
   4. for the `cpu` profile, the key figures papers/<stem>.md lists under `figures:` go to papers/figures/<stem>/
      (`refresh_figures`), where the paper file shows them, and the paper's claims table is rewritten from the run
      (`claims.refresh_claims`: its excerpt goes to papers/claims/<stem>.json), as is the README's verdicts table.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from dialogrl.claims import CLAIMS_START, claims_table, manipulation_table, refresh_claims, write_glance
+from dialogrl.claims import CLAIMS_START, manipulation_table, refresh_claims, write_glance
 from dialogrl.run import make_run_dir, make_run_id
 
 PROFILES = ("smoke", "cpu", "gpu")
@@ -175,6 +176,32 @@ def run_notebook(nb_path: Path, run_dir: Path, parameters: dict, progress: bool 
         return False, time.time() - t0, f"{type(err).__name__}: {err}"
 
 
+DEMO_NOTEBOOK = Path("notebooks/demo/first_run.ipynb")
+
+
+def demo(parameters: dict | None = None, results_root: str | Path = "results", progress: bool = True,
+         notebook: str | Path = DEMO_NOTEBOOK) -> int:
+    """`python -m dialogrl demo`: run the first-run notebook into results/first_run/<run_id>/ and say where its
+    executed notebook, figures and summary are. Returns a process exit code."""
+    run_dir = make_run_dir("first_run", root=results_root)
+    ok, seconds, error = run_notebook(Path(notebook), run_dir, dict(parameters or {}), progress=progress)
+    if not ok:
+        print(f"the demo failed after {seconds / 60:.1f} min: {error.strip()}\nits notebook, as far as it ran: "
+              f"{run_dir / Path(notebook).name}")
+        return 1
+    summary = json.loads((run_dir / "summary.json").read_text())
+    d = summary["trained_minus_warm_start"]
+    print(f"\ndemo done in {seconds / 60:.1f} min. Held-out full agreement: warm start "
+          f"{summary['success']['warm start']:.1%}, trained {summary['success']['trained']:.1%}; "
+          f"difference {d['diff']:+.1%} [{d['lo']:+.1%}, {d['hi']:+.1%}] over {d['n']} paired games")
+    print(f"  executed notebook  {run_dir / Path(notebook).name}  (open it in JupyterLab: the curve and the table)")
+    for fig in sorted((run_dir / "figures").glob("*.png")):
+        print(f"  figure             {fig}")
+    print(f"  summary            {run_dir / 'summary.json'}")
+    print(f"  metrics per step   {run_dir / 'metrics.jsonl'}")
+    return 0
+
+
 def latest_run(stem: str, results_root: Path, profile: str | None = None) -> Path | None:
     """The newest run folder of `stem` holding a summary.json (of `profile`, if given), or None."""
     runs = sorted((p for p in (Path(results_root) / stem).glob("*") if (p / "summary.json").exists()
@@ -196,13 +223,24 @@ def _fmt(x) -> str:
 
 
 def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: Path, command: str) -> Path:
-    """results/REPORT.md: a status table, then per notebook its summary beside the paper's numbers."""
+    """results/REPORT.md: a status table; every claim of each notebook's run beside the paper's effect, with its
+    interval, MDE and verdict (`compare.compare_table`); then per notebook its manipulation checks and the paper's
+    other numbers (papers/<stem>.md's `paper_numbers:`) beside ours."""
+    from dialogrl.compare import compare_table, run_rows
+
     lines = ["# Reproduction report", "",
              f"Written {datetime.now():%Y-%m-%d %H:%M} by `{command}` (profile `{profile}`).", "",
              "| notebook | status | minutes | run folder |", "|---|---|---|---|"]
     for r in runs:
         status = "ok" + (" (earlier run)" if r.earlier else "") if r.ok else "FAILED"
         lines.append(f"| {r.stem} | {status} | {r.seconds / 60:.1f} | {r.run_dir or '—'} |")
+    finished = [r for r in runs if r.ok and r.run_dir]
+    rows = run_rows([r.run_dir for r in finished])
+    if any(row["claims"] for row in rows):
+        lines += ["", "## Claims", "", "Each claim of each notebook's run: the paper's effect, ours with its 95% "
+                  "t-interval over training seeds, the design's MDE and the verdict computed by "
+                  "`dialogrl.claims.verdict` (papers/README.md has the rule). `python -m dialogrl compare RUN ...` "
+                  "sets runs side by side.", "", compare_table([row for row in rows if row["claims"]])]
     for r in runs:
         lines += ["", f"## {r.stem}", ""]
         if not r.ok:
@@ -211,14 +249,13 @@ def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: 
         summary = json.loads((r.run_dir / "summary.json").read_text()) if r.run_dir else {}
         if summary.get("manipulation"):
             lines += ["Manipulation checks:", "", manipulation_table(summary), ""]
-        if any("verdict" in c for c in summary.get("claims", {}).values()):
-            lines += ["Claims (verdicts computed by `dialogrl.claims.verdict`):", "", claims_table(summary), ""]
         ours = flatten(summary)
         paper = paper_numbers(r.stem, papers_dir)
-        lines += ["| metric | paper | ours | ours 95% CI |", "|---|---|---|---|"]
-        keys = list(paper) + [k for k in ours if k not in paper and not k.endswith("_ci")]
-        for k in keys:
-            lines.append(f"| `{k}` | {_fmt(paper.get(k))} | {_fmt(ours.get(k))} | {_fmt(ours.get(k + '_ci'))} |")
+        if paper:
+            lines += ["The paper's other numbers beside ours:", "", "| metric | paper | ours | ours 95% CI |",
+                      "|---|---|---|---|"]
+            lines += [f"| `{k}` | {_fmt(v)} | {_fmt(ours.get(k))} | {_fmt(ours.get(k + '_ci'))} |"
+                      for k, v in paper.items()]
         lines += ["", f"Paper notes and the claims judged: `{papers_dir}/{r.stem}.md`."]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")

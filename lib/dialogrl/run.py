@@ -23,7 +23,7 @@ import platform
 import random
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -198,7 +198,7 @@ def environment_info() -> dict:
         "torch_threads": torch.get_num_threads(),
         "cuda": torch.cuda.is_available(),
         "packages": versions,
-        "time_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "time_utc": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     if torch.cuda.is_available():
         info["cuda_device"] = torch.cuda.get_device_name(0)

@@ -277,6 +277,8 @@ def build_tiny(corpus: list[list[dict]], cfg: TinyConfig | None = None, out_dir:
 
 def _build(corpus: list[list[dict]], cfg: TinyConfig, out_dir: Path, name: str, key: str) -> None:
     t0 = time.time()
+    print(f"building the embedded model {name} from {len(corpus)} conversations (minutes on a CPU; once: then it "
+          f"loads from {out_dir})", flush=True)
     texts = [f"{m['role']}\n{m['content']}" for conv in corpus for m in conv]  # role names as ChatML writes them
     tok = train_tokenizer(texts, cfg.vocab_size)
     model = make_model(tok, cfg)

@@ -114,7 +114,8 @@ class TrainConfig:
     mixed_precision: str = "no"       # no | bf16 | fp16 autocast in the update ("no": accelerate launch's setting)
     save_every: int = 0               # checkpoint every k steps into train(checkpoint_dir=...) (0: only at the end)
     report_to: str = "none"           # none | tensorboard | wandb (imported only when chosen)
-    log_dir: str = "results/tracking"  # where the report_to tracker writes
+    log_dir: str | None = None        # where the report_to tracker writes; None: tracking/ in the run folder of the
+                                      # MetricsLogger given to train(log=...) (else results/tracking)
     seed: int = 0                     # training scenario seeds are derived from it (evaluation uses others)
 
     def __post_init__(self):
@@ -212,7 +213,7 @@ class Trainer:
             log_with = cfg.report_to
         # a model on the CPU trains on the CPU, also in a multi-process run (gloo); else accelerate picks the device
         on_cpu = next(self.model.parameters()).device.type == "cpu"
-        self.accelerator = Accelerator(cpu=on_cpu, log_with=log_with, project_dir=cfg.log_dir)
+        self.accelerator = Accelerator(cpu=on_cpu, log_with=log_with, project_dir=cfg.log_dir or "results/tracking")
         self.model.to(self.accelerator.device)
         self.agents: dict[str, Agent] = {}
         lm_agents: dict = {}
@@ -598,7 +599,7 @@ class Trainer:
                 self.load_checkpoint(latest)
         if acc.is_main_process and hasattr(log, "log_config"):
             log.log_config(trainer=type(self).__name__, start_step=self.step_count, **self.config_dict())
-        tracker = self._start_tracker()
+        tracker = self._start_tracker(log)
         rows = []
         bar = run_progress(range(self.step_count, cfg.steps), desc, total=cfg.steps, initial=self.step_count,
                            enabled=progress and acc.is_main_process, leave=False)
@@ -622,11 +623,19 @@ class Trainer:
             acc.end_training()
         return rows
 
-    def _start_tracker(self) -> bool:
+    def _start_tracker(self, log=None) -> bool:
+        """Start the report_to tracker (main process only): one tracker run per training run, named by the tags of a
+        TaggedLogger (e.g. method=socialrl-seed=0; else "train"), under config.log_dir or the logger's run folder."""
         if self.config.report_to == "none":
             return False
+        tags = getattr(log, "tags", {})
+        base = getattr(log, "logger", log)
+        folder = self.config.log_dir or (Path(base.path).parent / "tracking" if hasattr(base, "path")
+                                         else Path("results/tracking"))
+        self.accelerator.project_configuration.logging_dir = str(folder)
+        name = "-".join(f"{k}={v}" for k, v in tags.items()) or "train"
         flat = {k: (v if isinstance(v, (int, float, str, bool)) else str(v)) for k, v in asdict(self.config).items()}
-        self.accelerator.init_trackers("dialogrl", config=flat)
+        self.accelerator.init_trackers(name, config=flat)
         return True
 
     # ------------------------------------------------------------------------------------- checkpoints

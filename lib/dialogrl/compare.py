@@ -1,0 +1,110 @@
+"""`python -m dialogrl compare RUN [RUN ...]`: the claims of several runs side by side.
+
+    rows = run_rows([run_a, run_b])          # one record per run: notebook, profile, seeds, commit, minutes, claims
+    print(compare_table(rows))               # markdown: one row per claim and run, grouped by claim
+
+Each claim's rows show its effect with the 95% interval, the design's MDE, the paper's effect and the verdict that
+`dialogrl.claims` computed in the run; beside them what makes runs differ: profile, training seeds, the commit (with
+`+dirty` when the tree had uncommitted changes) and the run's wall-clock minutes. results/REPORT.md shows the same
+table for the latest run of each notebook.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dialogrl.claims import VERDICTS, _num
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def run_rows(runs) -> list[dict]:
+    """A record per run: its notebook, run id, profile, seeds, commit, minutes (timings.json) and claims
+    (summary.json). A run is a run folder, or a paper's claims excerpt (papers/claims/<stem>.json: the run a paper
+    file cites, whose folder may be gone; its profile, commit and minutes then show as unknown). ValueError for
+    anything else."""
+    rows = []
+    for run in map(Path, runs):
+        if run.is_file() and run.suffix == ".json":
+            excerpt = _load(run)
+            if "claims" not in excerpt:
+                raise ValueError(f"{run}: not a claims excerpt (papers/claims/<stem>.json) or a run folder")
+            name = str(excerpt.get("run", run.stem))
+            claims = {k: c for k, c in excerpt["claims"].items() if "verdict" in c}
+            seeds = [c["seeds"] for c in claims.values() if isinstance(c.get("seeds"), int)]
+            rows.append({"notebook": run.stem, "run": f"{name} (cited by papers/{run.stem}.md)",
+                         "profile": name.rsplit("__", 1)[-1] if "__" in name else "?",
+                         "seeds": max(seeds) if seeds else None, "commit": "?", "minutes": None, "claims": claims})
+            continue
+        if not (run / "summary.json").is_file():
+            raise ValueError(f"{run}: not a finished run folder (no summary.json)")
+        summary, config, env = _load(run / "summary.json"), _load(run / "config.json"), _load(run / "env.json")
+        commit = (env.get("git_commit") or "")[:7] or "?"
+        seconds = _load(run / "timings.json").get("seconds")
+        seeds = summary.get("seeds", config.get("n_seeds"))
+        rows.append({"notebook": run.parent.name, "run": run.name, "profile": config.get("profile", "?"),
+                     "seeds": len(seeds) if isinstance(seeds, list) else seeds,
+                     "commit": commit + ("+dirty" if env.get("git_dirty") else ""),
+                     "minutes": None if seconds is None else seconds / 60,
+                     "claims": {k: c for k, c in summary.get("claims", {}).items() if "verdict" in c}})
+    return rows
+
+
+def _effect(c: dict, key: str = "diff") -> str:
+    ci = c.get("ci") or [None, None]
+    return f"{_num(c[key])} [{_num(ci[0])}, {_num(ci[1])}]"
+
+
+def runs_table(rows: list[dict]) -> str:
+    """One line per run: what it is and how many of its claims got each verdict."""
+    out = ["| notebook | run | profile | seeds | commit | minutes | " + " | ".join(VERDICTS) + " |",
+           "|---|---|---|---:|---|---:|" + "---:|" * len(VERDICTS)]
+    for r in rows:
+        counts = [sum(c["verdict"] == v for c in r["claims"].values()) for v in VERDICTS]
+        minutes = "—" if r["minutes"] is None else f"{r['minutes']:.0f}"
+        seeds = "—" if r["seeds"] is None else r["seeds"]
+        out.append(f"| {r['notebook']} | `{r['run']}` | {r['profile']} | {seeds} | {r['commit']} | {minutes} | "
+                   + " | ".join(map(str, counts)) + " |")
+    return "\n".join(out)
+
+
+def compare_table(rows: list[dict]) -> str:
+    """One row per (claim, run), the runs of a claim together: claim, paper's effect, run, effect [95% CI], MDE,
+    verdict, profile, seeds, commit, minutes. A claim that a run lacks shows as absent in that run."""
+    several = len({r["notebook"] for r in rows}) > 1
+    out = ["| claim | paper | run | ours [95% CI] | MDE | verdict | profile | seeds | commit | minutes |",
+           "|---|---|---|---|---|---|---|---:|---|---:|"]
+    claims = list(dict.fromkeys((r["notebook"], k) for r in rows for k in r["claims"]))
+    for notebook, name in claims:
+        first = True
+        for r in rows:
+            if r["notebook"] != notebook:
+                continue
+            c = r["claims"].get(name)
+            label = (f"{notebook}: " if several else "") + f"`{name}`"
+            paper = "" if c is None else ("—" if c.get("paper_effect") is None else
+                                          ("up to " if c.get("effect_kind") == "up to" else "")
+                                          + _num(c["paper_effect"]))
+            minutes = "—" if r["minutes"] is None else f"{r['minutes']:.0f}"
+            ours, mde, verdict = ("absent", "", "") if c is None else (
+                _effect(c), _num(c.get("mde"), signed=False), f"**{c['verdict']}**")
+            out.append(f"| {label if first else ''} | {paper if first else ''} | `{r['run']}` | {ours} | {mde} "
+                       f"| {verdict} | {r['profile']} | {r['seeds'] if r['seeds'] is not None else '—'} "
+                       f"| {r['commit']} | {minutes} |")
+            first = False
+    return "\n".join(out)
+
+
+def compare(runs, out: str | Path | None = None) -> str:
+    """The markdown of `python -m dialogrl compare`: the runs, then their claims side by side; written to `out`."""
+    rows = run_rows(runs)
+    text = "\n".join(["# Runs compared", "", runs_table(rows), "", "## Claims", "",
+                      "Effects are differences of means with 95% t-intervals over training seeds; a verdict is "
+                      "computed in the run by `dialogrl.claims.verdict` (papers/README.md has the rule).", "",
+                      compare_table(rows), ""])
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+    return text

@@ -1,0 +1,95 @@
+"""Every figure function renders a small run's data readably: axis labels, tick labels apart, legends off the data,
+no matplotlib warning; learning-curve bands are t-intervals over seeds, like the headline figures."""
+import warnings
+
+import matplotlib
+import numpy as np
+import pandas as pd
+import pytest
+
+from dialogrl import plots
+from dialogrl.evaluate import t_interval
+
+matplotlib.use("Agg")
+
+
+def curve_rows(methods=("base", "socialrl", "outcome_ppo"), seeds=3, steps=12):
+    rng = np.random.default_rng(0)
+    return [{"method": m, "seed": s, "step": t, "rollout/success_at_1": min(1.0, 0.2 + 0.04 * t * (i > 0)
+                                                                             + rng.normal(0, 0.05))}
+            for i, m in enumerate(methods) for s in range(seeds) for t in range(1, steps + 1)]
+
+
+def check(fig):
+    assert plots.layout_problems(fig) == []
+    matplotlib.pyplot.close(fig)
+
+
+@pytest.fixture(autouse=True)
+def warnings_are_errors():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        yield
+
+
+def test_learning_curve_bands_are_t_intervals_over_seeds(tmp_path):
+    rows = curve_rows()
+    bands = plots.curve_bands(pd.DataFrame(rows), "rollout/success_at_1", hue="method")
+    at = bands[(bands.method == "socialrl") & (bands.step == 5)].iloc[0]
+    vals = [r["rollout/success_at_1"] for r in rows if r["method"] == "socialrl" and r["step"] == 5]
+    assert (at["lo"], at["hi"]) == pytest.approx(t_interval(vals)) and at["n"] == 3
+    fig = plots.learning_curves(rows, y="rollout/success_at_1", hue="method", path=tmp_path / "l.png")
+    assert fig.axes[0].get_ylabel() == "success at 1 (training rollouts)"  # not the raw key
+    check(fig)
+
+
+def test_a_legend_that_would_cover_the_curves_is_caught():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    for k in range(4):
+        ax.plot(np.arange(30), np.full(30, 0.9 - 0.01 * k), label=f"a long legend entry {k}")
+    ax.set(xlabel="step", ylabel="reward")
+    ax.legend(loc="upper right")
+    assert any("legend covers" in p for p in plots.layout_problems(fig))
+    ax.get_legend().remove()
+    ax.set_xticks(range(30), [f"counterpart-{k}" for k in range(30)])
+    assert any("overlap" in p for p in plots.layout_problems(fig))
+    plt.close(fig)
+
+
+def test_crossplay_drops_empty_lanes_and_slants_long_names(tmp_path):
+    cells = [("base", "train-single", 0.3), ("base", "heldout-generous", 0.5), ("single", "train-single", 0.8),
+             ("single", "heldout-generous", 0.4), ("vs", "heldout-generous", 0.45), ("vs", "nobody-played", None)]
+    table = pd.DataFrame(cells, columns=["policy", "counterpart", "success"])
+    fig = plots.crossplay_heatmap(table, "success", path=tmp_path / "c.png")
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["train-single", "heldout-generous"]
+    check(fig)
+
+
+def test_bars_tradeoff_and_weights_render_readably(tmp_path):
+    table = pd.DataFrame({"method": ["base", "socialrl", "outcome_ppo", "socialrl_grpo"], "goal": [0.3, 0.5, 0.45, 0.4],
+                          "relationship": [0.1, 1.0, 0.4, 0.8]})
+    for col in ("goal", "relationship"):
+        table[f"{col}_lo"], table[f"{col}_hi"] = table[col] - 0.05, table[col] + 0.05
+    check(plots.bars_with_ci(table, "goal", x="method", path=tmp_path / "b.png"))
+    check(plots.tradeoff_plane(table, "goal", "relationship", path=tmp_path / "t.png"))
+    weights = {s: {d: 1 / 6 for d in ("goal_progress", "rapport", "empathy", "clarity", "persuasion", "respect")}
+               for s in ("opening", "negotiation", "closing")}
+    check(plots.weights_heatmap(weights, path=tmp_path / "w.png"))
+
+
+def test_compounding_axis_follows_the_data_not_a_far_bound(tmp_path):
+    from dialogrl.theory import compounding_check
+
+    h = np.arange(1, 9)
+    rng = np.random.default_rng(1)
+    returns_p = [0.02 * H * H + rng.normal(0, 0.3, 200) for H in h]   # per-scenario returns, quadratic growth
+    returns_q = [np.zeros(200) for _ in h]
+    check_ = compounding_check(h, returns_p, returns_q, eps=[0.5] * 8)   # the bound grows to 6.5
+    fig = plots.compounding_fits(check_, path=tmp_path / "c.png")
+    lo, hi = fig.axes[-1].get_ylim()
+    assert hi < check_.bound.max() and hi > max(np.mean(r) for r in returns_p)  # the data fill the axes
+    assert "beyond the axes" in " ".join(t.get_text() for t in fig.axes[-1].get_legend().get_texts())
+    check(fig)
