@@ -150,6 +150,12 @@ def _num(x, scale: float = 1.0, signed: bool = True) -> str:
     return f"{x * scale:+.3g}" if signed else f"{x * scale:.3g}"
 
 
+def paper_effect_text(c: dict) -> str:
+    """A claim's paper effect as the tables show it: "+0.09", "up to +0.14", or "—" (the paper reports none)."""
+    effect = c.get("paper_effect")
+    return "—" if effect is None else ("up to " if c.get("effect_kind") == "up to" else "") + _num(effect)
+
+
 def claims_table(summary: dict) -> str:
     """The claims of a summary as a markdown table: claim (its summary key), ours [95% CI], MDE, the paper's effect,
     whether each of its trained methods passed its manipulation check, verdict."""
@@ -158,8 +164,7 @@ def claims_table(summary: dict) -> str:
     for name, c in summary.get("claims", {}).items():
         if "verdict" not in c:
             continue
-        effect = c.get("paper_effect")
-        effect_txt = "—" if effect is None else ("up to " if c.get("effect_kind") == "up to" else "") + _num(effect)
+        effect_txt = paper_effect_text(c)
         checks = c.get("checks") or {}
         moved = ", ".join(f"{m} {'yes' if p else 'no' if p is False else 'not measured'}"
                           for m, p in checks.items()) or "—"

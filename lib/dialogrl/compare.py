@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dialogrl.claims import VERDICTS, _num
+from dialogrl.claims import VERDICTS, _num, paper_effect_text
 
 
 def _load(path: Path) -> dict:
@@ -52,9 +52,15 @@ def run_rows(runs) -> list[dict]:
     return rows
 
 
-def _effect(c: dict, key: str = "diff") -> str:
+def _effect(c: dict) -> str:
     ci = c.get("ci") or [None, None]
-    return f"{_num(c[key])} [{_num(ci[0])}, {_num(ci[1])}]"
+    return f"{_num(c['diff'])} [{_num(ci[0])}, {_num(ci[1])}]"
+
+
+def _run_cells(r: dict) -> tuple[str, str]:
+    """A run's seeds and minutes as table cells ("—" when unknown)."""
+    return ("—" if r["seeds"] is None else str(r["seeds"]),
+            "—" if r["minutes"] is None else f"{r['minutes']:.0f}")
 
 
 def runs_table(rows: list[dict]) -> str:
@@ -63,8 +69,7 @@ def runs_table(rows: list[dict]) -> str:
            "|---|---|---|---:|---|---:|" + "---:|" * len(VERDICTS)]
     for r in rows:
         counts = [sum(c["verdict"] == v for c in r["claims"].values()) for v in VERDICTS]
-        minutes = "—" if r["minutes"] is None else f"{r['minutes']:.0f}"
-        seeds = "—" if r["seeds"] is None else r["seeds"]
+        seeds, minutes = _run_cells(r)
         out.append(f"| {r['notebook']} | `{r['run']}` | {r['profile']} | {seeds} | {r['commit']} | {minutes} | "
                    + " | ".join(map(str, counts)) + " |")
     return "\n".join(out)
@@ -84,15 +89,12 @@ def compare_table(rows: list[dict]) -> str:
                 continue
             c = r["claims"].get(name)
             label = (f"{notebook}: " if several else "") + f"`{name}`"
-            paper = "" if c is None else ("—" if c.get("paper_effect") is None else
-                                          ("up to " if c.get("effect_kind") == "up to" else "")
-                                          + _num(c["paper_effect"]))
-            minutes = "—" if r["minutes"] is None else f"{r['minutes']:.0f}"
+            paper = "" if c is None else paper_effect_text(c)
+            seeds, minutes = _run_cells(r)
             ours, mde, verdict = ("absent", "", "") if c is None else (
                 _effect(c), _num(c.get("mde"), signed=False), f"**{c['verdict']}**")
             out.append(f"| {label if first else ''} | {paper if first else ''} | `{r['run']}` | {ours} | {mde} "
-                       f"| {verdict} | {r['profile']} | {r['seeds'] if r['seeds'] is not None else '—'} "
-                       f"| {r['commit']} | {minutes} |")
+                       f"| {verdict} | {r['profile']} | {seeds} | {r['commit']} | {minutes} |")
             first = False
     return "\n".join(out)
 
