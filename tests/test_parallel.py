@@ -7,7 +7,7 @@ from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.models import adapter_parameters, load_model
-from dialogrl.parallel import map_runs, torch_threads
+from dialogrl.parallel import dispatch_order, map_runs, torch_threads
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.run import seed_everything
 from dialogrl.tiny import TinyConfig, build_tiny
@@ -51,6 +51,7 @@ def test_parallel_runs_equal_the_serial_loop(dond_dir):
 
 def test_map_runs_keeps_order_and_raises():
     assert map_runs(lambda k: k * k, range(5), processes=3) == [0, 1, 4, 9, 16]
+    assert map_runs(lambda k: k * k, range(5), processes=2, cost=lambda k: k % 3) == [0, 1, 4, 9, 16]  # job order
     assert map_runs(lambda k: k * k, range(5), processes=3, desc="runs") == [0, 1, 4, 9, 16]  # with a bar
     assert map_runs(lambda k: k * k, range(5), desc="runs") == [0, 1, 4, 9, 16]
     with pytest.raises(ValueError, match="processes=0"):
@@ -69,3 +70,10 @@ def test_torch_threads_restores_the_count():
     with torch_threads(1):
         assert torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+
+
+def test_dispatch_order_is_longest_first_and_stable():
+    jobs = [("base", 0), ("static", 0), ("interactive", 0), ("base", 1), ("interactive", 1)]
+    cost = {"base": 1, "static": 3, "interactive": 5}
+    assert dispatch_order(jobs, lambda job: cost[job[0]]) == [2, 4, 1, 0, 3]
+    assert dispatch_order(jobs) == [0, 1, 2, 3, 4]

@@ -63,10 +63,12 @@ def _run_job(i: int) -> bytes:
 
 
 def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None,
-             desc: str | None = None) -> list:
+             desc: str | None = None, cost: Callable[[Any], float] | None = None) -> list:
     """[fn(job) for job in jobs], in order; with processes > 1 in that many forked one-thread workers, each job in a
     fresh fork. threads: torch threads of the serial loop (None: unchanged). Exceptions in a job propagate.
-    desc: show a progress bar over the jobs with this description (`dialogrl.run.progress`)."""
+    desc: show a progress bar over the jobs with this description (`dialogrl.run.progress`).
+    cost: a job's expected length (any unit); the workers take the jobs longest first (`dispatch_order`), so that a
+    long job does not start last and run alone while the other workers idle. The results stay in job order."""
     from dialogrl.run import progress
 
     jobs = list(jobs)
@@ -84,10 +86,22 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
     _TASK = (fn, jobs)
     try:
         ctx = multiprocessing.get_context("fork")
+        order = dispatch_order(jobs, cost)
+        out: list = [None] * len(jobs)
         with ctx.Pool(min(processes, len(jobs)), initializer=_init_worker, maxtasksperchild=1) as pool, bar:
-            return [pickle.loads(_ticked(b, bar)) for b in pool.imap(_run_job, range(len(jobs)), chunksize=1)]
+            for i, b in zip(order, pool.imap(_run_job, order, chunksize=1), strict=True):
+                out[i] = pickle.loads(_ticked(b, bar))
+        return out
     finally:
         _TASK = None
+
+
+def dispatch_order(jobs: list, cost: Callable[[Any], float] | None = None) -> list[int]:
+    """The indices of `jobs` in the order the workers take them: by decreasing `cost`, ties (and cost None) in job
+    order."""
+    if cost is None:
+        return list(range(len(jobs)))
+    return sorted(range(len(jobs)), key=lambda i: -cost(jobs[i]))
 
 
 def _ticked(result: Any, bar) -> Any:
