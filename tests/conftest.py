@@ -21,6 +21,19 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
+# Corpus sizes of the embedded models' test builds: the smoke profiles' warm_start_dialogues (params/*/smoke.yaml), so
+# that the suite builds each once (its notebook smoke runs build the same). The full recipes take minutes each on one
+# thread; tests/test_tiny_dond.py checks the one the suite still builds.
+TEST_DIALOGUES = {"tiny-dond": 200, "tiny-persuasion": 300, "tiny-social": 300}
+
+
+def small_build(name: str, build_seed: int = 0) -> Path:
+    """The folder of `name`'s test-sized build (TEST_DIALOGUES; built into the model cache on first use)."""
+    from dialogrl.tiny import build_tiny_model
+
+    return build_tiny_model(name, build_seed=build_seed, n_dialogues=TEST_DIALOGUES[name])
+
+
 # Small enough to build in a few seconds on 2 cores, big enough to learn the toy task's format.
 TOY_CONFIG = TinyConfig(vocab_size=320, hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
                         intermediate_size=128, epochs=3, batch_size=16, lr=3e-3, max_length=128)

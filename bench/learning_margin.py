@@ -1,0 +1,53 @@
+"""A learning test's body on several warm-start builds: the gains that set its margin.
+
+    python bench/learning_margin.py dond-grpo|dond-ppo|persuasion|social --builds 0 1 2 [--size test] [--threads 1]
+
+Runs tests/test_learning.py's body (`dond_gain`, `persuasion_gain`, `social_gain`) on the warm start of each build
+seed (`--size full`: the named recipe, as the tests train; `test`: its test build, conftest.small_build; built on
+first use into the model cache) with `--threads` torch threads (1: as `make test`'s workers run it), and prints one
+row per build (the paired gain, its 95% interval, minutes) and the smallest gain.
+A test's margin is set at about half the smallest gain over builds 0, 1, 2, measured before the test runs at a new
+size: a fresh machine builds the models anew, and a rebuild differs like another training run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+BODIES = {"dond-grpo": ("dond_gain", ("grpo",)), "dond-ppo": ("dond_gain", ("ppo",)),
+          "persuasion": ("persuasion_gain", ()), "social": ("social_gain", ())}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("test", choices=sorted(BODIES))
+    ap.add_argument("--builds", type=int, nargs="+", default=[0, 1, 2], help="warm-start build seeds")
+    ap.add_argument("--size", choices=("full", "test"), default="full", help="the warm starts' size")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (1: as make test's workers)")
+    args = ap.parse_args(argv)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    os.environ["TQDM_DISABLE"] = "1"
+    import torch
+
+    torch.set_num_threads(args.threads)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import test_learning
+
+    name, extra = BODIES[args.test]
+    body = getattr(test_learning, name)
+    gains = []
+    for b in args.builds:
+        t0 = time.time()
+        diff, _ = body(*extra, build_seed=b, size=args.size)
+        gains.append(diff["diff"])
+        print(f"{args.test} build {b}: gain {diff['diff']:+.4f} [{diff['lo']:+.4f}, {diff['hi']:+.4f}] "
+              f"({args.size} build, {(time.time() - t0) / 60:.1f} min, {args.threads} thread(s))", flush=True)
+    print(f"{args.test}: smallest gain {min(gains):+.4f} over builds {args.builds}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
