@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 # Corpus sizes of the embedded models' test builds: the smoke profiles' warm_start_dialogues (params/*/smoke.yaml), so
-# that the suite builds each once (its notebook smoke runs build the same). The full recipes take minutes each on one
-# thread; tests/test_tiny_dond.py checks the one the suite still builds.
+# that a test using them shares the notebook smoke runs' builds. The full recipes take minutes each on one thread
+# (the learning tests still train on them; bench/learning_margin.py --size test measures the test builds' gains).
 TEST_DIALOGUES = {"tiny-dond": 200, "tiny-persuasion": 300, "tiny-social": 300}
 
 
