@@ -5,6 +5,8 @@ import torch
 from dialogrl.models import (
     ModelUnavailableError,
     adapter_parameters,
+    add_adapters,
+    base_model,
     check_model_name,
     load_model,
     resolve_model_path,
@@ -90,6 +92,35 @@ def test_active_adapter_changes_the_output(toy_model_dir):
     assert torch.allclose(out_b, out_base)  # an untrained adapter (B = 0) is the base model
     with pytest.raises(ValueError, match="no adapter 'green'"):
         use_adapter(model, "green")
+
+
+def test_base_model_runs_the_base_and_gives_the_adapters_back(toy_model_dir):
+    """`base_model` (peft's disable_adapter without its walks over every module) gives peft's base outputs, then the
+    active adapter's outputs and trainable parameters again; `use_adapter`'s shortcut for the adapter already active
+    still sees an adapter added since."""
+    model, tok = load_model(str(toy_model_dir), adapters=["red", "blue"], device="cpu", lora_r=4)
+    _train_step(model, tok, "red")
+    batch = tok(["how many blue balls?"], return_tensors="pt")
+    model.eval()
+    use_adapter(model, "red")
+
+    def trainable():
+        return {n for n, p in model.named_parameters() if p.requires_grad}
+
+    before = trainable()
+    assert before and all(".red." in n for n in before)
+    with torch.no_grad():
+        out_red = model(**batch).logits
+        with model.disable_adapter():
+            out_peft = model(**batch).logits
+        with base_model(model):
+            out_base = model(**batch).logits
+            assert not trainable()
+        assert torch.equal(out_base, out_peft) and not torch.equal(out_base, out_red)
+        assert torch.equal(model(**batch).logits, out_red) and trainable() == before
+    model = add_adapters(model, ["green"])   # makes green active
+    use_adapter(model, "red")
+    assert trainable() == before
 
 
 def test_unsloth_flag_falls_back_with_a_warning_without_cuda(toy_model_dir):
