@@ -1,9 +1,9 @@
 """A learning test's body on several warm-start builds: the gains that set its margin.
 
-    python bench/learning_margin.py dond-grpo|dond-ppo|persuasion|social --builds 0 1 2 [--size test] [--threads 1]
+    python bench/learning_margin.py dond-grpo|dond-ppo|persuasion|social --builds 0 1 2 [--size full] [--threads 1]
 
 Runs tests/test_learning.py's body (`dond_gain`, `persuasion_gain`, `social_gain`) on the warm start of each build
-seed (`--size full`: the named recipe, as the tests train; `test`: its test build, conftest.small_build; built on
+seed (`--size test`: its test build, conftest.small_build, as the tests train; `full`: the named recipe; built on
 first use into the model cache) with `--threads` torch threads (1: as `make test`'s workers run it), and prints one
 row per build (the paired gain, its 95% interval, minutes) and the smallest gain.
 A test's margin is set at about half the smallest gain over builds 0, 1, 2, measured before the test runs at a new
@@ -25,7 +25,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("test", choices=sorted(BODIES))
     ap.add_argument("--builds", type=int, nargs="+", default=[0, 1, 2], help="warm-start build seeds")
-    ap.add_argument("--size", choices=("full", "test"), default="full", help="the warm starts' size")
+    ap.add_argument("--size", choices=("full", "test"), default="test", help="the warm starts' size (test: the tests')")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: as make test's workers)")
     args = ap.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)

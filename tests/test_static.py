@@ -2,6 +2,7 @@
 import pytest
 import torch
 
+from conftest import small_build
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.base import Task
 from dialogrl.models import adapter_parameters, load_model
@@ -83,7 +84,7 @@ def test_bad_static_setups_are_named(logs, reward_model):
 
 def test_two_static_steps_move_only_the_trained_adapter(logs, reward_model):
     seed_everything(0)
-    model, tok = load_model("tiny-dond", adapters=["A", "B"], device="cpu", lora_r=4)
+    model, tok = load_model(str(small_build("tiny-dond")), adapters=["A", "B"], device="cpu", lora_r=4)
     config = TrainConfig(steps=2, scenarios_per_step=2, group_size=4, max_new_tokens=16, kl_coef=0.1)
     trainer = StaticContextTrainer(TASK, model, tok, {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2)}, config,
                                    contexts=cut_contexts(TASK, logs[:50]), reward_model=reward_model)

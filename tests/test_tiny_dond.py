@@ -1,16 +1,18 @@
 """The embedded `tiny-dond` model: built from the scripted corpus, it plays Deal or No Deal (offer protocol).
 
-Slow (the first build takes about 4 minutes on 2 cores; later runs take it from the cache).
+On its test build (conftest.small_build: the recipe on TEST_DIALOGUES["tiny-dond"] of its dialogues, the build the
+Deal or No Deal learning tests train on); slow on an empty model cache (about 5 minutes on one core), then cached.
 """
 import pytest
 
+from conftest import small_build
 from dialogrl.agents import LMAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import load_model
 from dialogrl.rollout import play
 from dialogrl.run import seed_everything
-from dialogrl.tiny import build_info, build_tiny_model
+from dialogrl.tiny import build_info
 
 pytestmark = pytest.mark.slow
 TASK = DealOrNoDeal()
@@ -19,11 +21,11 @@ EVAL = TASK.sample_scenarios(256, seed=10_000)  # scenario seeds apart from the 
 
 @pytest.fixture(scope="module")
 def tiny_dond():
-    return load_model("tiny-dond", device="cpu")
+    return load_model(str(small_build("tiny-dond")), device="cpu")
 
 
 def test_build_record():
-    info = build_info(build_tiny_model("tiny-dond"))
+    info = build_info(small_build("tiny-dond"))
     assert 1e6 <= info["n_parameters"] <= 10e6
     assert info["last_loss"] < 0.6 < info["first_loss"]
 

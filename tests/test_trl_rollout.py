@@ -4,11 +4,12 @@ import json
 import pytest
 import torch
 
+from conftest import small_build
 from dialogrl.agents import LMAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.base import Turn
 from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.models import load_model, resolve_model_path
+from dialogrl.models import load_model
 from dialogrl.rl.trl_rollout import (
     SCENARIO_KEY,
     TokenLayoutError,
@@ -26,7 +27,8 @@ TASK = DealOrNoDeal(max_turns=4)
 
 
 def tiny_dond():
-    """tiny-dond (cached after its first build) with the tokenizer it was trained with.
+    """tiny-dond's test build (conftest.small_build; cached after its first build) with the tokenizer it was trained
+    with.
 
     AutoTokenizer (transformers 5) reloads the saved tokenizer as a Qwen2Tokenizer, whose own pre-tokenizer splits
     digits apart (' 1' -> ' ', '1'), unlike the trained byte-level one; the model's samples then do not round-trip.
@@ -34,8 +36,9 @@ def tiny_dond():
     """
     from transformers import PreTrainedTokenizerFast
 
-    model, _ = load_model("tiny-dond", device="cpu")
-    tok = PreTrainedTokenizerFast.from_pretrained(resolve_model_path("tiny-dond"))
+    path = small_build("tiny-dond")
+    model, _ = load_model(str(path), device="cpu")
+    tok = PreTrainedTokenizerFast.from_pretrained(path)
     return model, tok
 
 
@@ -59,15 +62,23 @@ def runs(mask):
 @pytest.mark.parametrize("role", ["A", "B"])
 def test_a_played_game_lays_out_token_in_token_out(dond, role):
     model, tok = dond
-    seed_everything(2)  # a seed at which both roles speak again after the partner in >= 2 of the 8 games
+    seed_everything(2)
     agents = {role: LMAgent(model, tok, max_new_tokens=32), TASK.other(role): ScriptedAgent("fair", seed=1)}
-    episodes = play(TASK, agents, TASK.sample_scenarios(8, seed=5))
+    # 32 games: enough that the role speaks again after the partner in several (B does only in games without a deal
+    # by the third turn; 8 games held 2 such on one build and 1 on another)
+    episodes = play(TASK, agents, TASK.sample_scenarios(32, seed=5))
     multi = 0
     for ep in episodes:
         own = [t for t in ep.state.turns if t.role == role]
         if not own:
             continue
-        lay = layout_turns(own, strict=True, tokenizer=tok)  # strict: every sampled token is in the sequence
+        try:
+            lay = layout_turns(own, strict=True, tokenizer=tok)  # strict: every sampled token is in the sequence
+        except TokenLayoutError:
+            # a turn whose sampled ids do not come back from its text (a broken UTF-8 byte, say): the case strict
+            # refuses; the lenient layout says so by its unmatched turns
+            assert layout_turns(own, strict=False, tokenizer=tok).n_unmatched_turns > 0
+            continue
         ids, mask, logps = lay.completion_ids, lay.env_mask, lay.logprobs
         assert len(ids) == len(mask) == len(logps)
         assert lay.prompt_ids == own[0].prompt_ids
