@@ -1,11 +1,14 @@
 """A learning test's body on several warm-start builds: the gains that set its margin.
 
     python bench/learning_margin.py dond-grpo|dond-ppo|persuasion|social --builds 0 1 2 [--size full] [--threads 1]
+                                    [--set scenarios_per_step=4 ...]
 
 Runs tests/test_learning.py's body (`dond_gain`, `persuasion_gain`, `social_gain`) on the warm start of each build
 seed (`--size test`: its test build, conftest.small_build, as the tests train; `full`: the named recipe; built on
 first use into the model cache) with `--threads` torch threads (1: as `make test`'s workers run it), and prints one
-row per build (the paired gain, its 95% interval, minutes) and the smallest gain.
+row per build (the paired gain, its 95% interval, minutes) and the smallest gain. `--set` changes the test's budget
+(its *_SETUP: steps, scenarios_per_step, group_size, lr) for this run, to measure a candidate budget before the test
+takes it.
 A test's margin is set at about half the smallest gain over builds 0, 1, 2, measured before the test runs at a new
 size: a fresh machine builds the models anew, and a rebuild differs like another training run.
 """
@@ -19,6 +22,8 @@ from pathlib import Path
 
 BODIES = {"dond-grpo": ("dond_gain", ("grpo",)), "dond-ppo": ("dond_gain", ("ppo",)),
           "persuasion": ("persuasion_gain", ()), "social": ("social_gain", ())}
+SETUPS = {"dond-grpo": "DOND_GRPO_SETUP", "dond-ppo": "DOND_PPO_SETUP", "persuasion": "PERSUASION_SETUP",
+          "social": "SOCIAL_SETUP"}
 
 
 def main(argv=None) -> int:
@@ -27,6 +32,8 @@ def main(argv=None) -> int:
     ap.add_argument("--builds", type=int, nargs="+", default=[0, 1, 2], help="warm-start build seeds")
     ap.add_argument("--size", choices=("full", "test"), default="test", help="the warm starts' size (test: the tests')")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: as make test's workers)")
+    ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="budget overrides: steps, scenarios_per_step, group_size (integers), lr")
     args = ap.parse_args(argv)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ["TQDM_DISABLE"] = "1"
@@ -37,6 +44,13 @@ def main(argv=None) -> int:
     import test_learning
 
     name, extra = BODIES[args.test]
+    setup = getattr(test_learning, SETUPS[args.test])
+    for item in args.set:
+        key, _, value = item.partition("=")
+        if key not in setup:
+            ap.error(f"--set {item}: the budget has {', '.join(setup)}")
+        setup[key] = float(value) if key == "lr" else int(value)
+    print(f"{args.test}: {SETUPS[args.test]} = {setup}", flush=True)
     body = getattr(test_learning, name)
     gains = []
     for b in args.builds:

@@ -28,9 +28,18 @@ HELD_OUT = 400  # held-out evaluation scenarios (paired by scenario before and a
 # docstrings): the test builds of tiny-dond, tiny-persuasion and tiny-social
 DOND_MARGIN = 0.28
 PERSUASION_MARGIN = 0.05
-SOCIAL_MARGIN = 0.04
-# the social test's budget and learning rate: the demo notebook's too (tests/test_demo.py checks it)
-SOCIAL_SETUP = {"steps": 40, "scenarios_per_step": 8, "group_size": 4, "lr": 1e-3}
+SOCIAL_MARGIN = 0.05
+# Each test's budget and learning rate: the smallest measured at which its margin holds on builds 0, 1, 2 (16 games a
+# step where that held, else 32; bench/learning_margin.py --set measures a candidate). The social test's is the demo
+# notebook's too (tests/test_demo.py checks it).
+DOND_GRPO_SETUP = {"steps": 30, "scenarios_per_step": 8, "group_size": 4, "lr": 1e-3}
+DOND_PPO_SETUP = {"steps": 30, "scenarios_per_step": 4, "group_size": 4, "lr": 1e-3}
+PERSUASION_SETUP = {"steps": 30, "scenarios_per_step": 8, "group_size": 4, "lr": 2e-3}
+SOCIAL_SETUP = {"steps": 40, "scenarios_per_step": 4, "group_size": 4, "lr": 1e-3}
+
+
+def _budget(setup: dict) -> dict:
+    return {k: setup[k] for k in ("steps", "scenarios_per_step", "group_size")}
 
 
 def warm_start(name: str, build_seed: int = 0, adapter: str = "policy", size: str = "full"):
@@ -65,12 +74,15 @@ def _train_and_compare(task, model, tok, roles, config, seat, counterpart, metri
 
 def dond_gain(algorithm: str, build_seed: int = 0, size: str = "full"):
     """Deal or No Deal: tiny-dond (role A, its own LoRA adapter) trains with a k3 KL penalty to the warm start (beta
-    0.1) against the scripted "fair" persona for 30 steps of 32 games, with the group baseline (grpo) or PPO (a value
-    head and turn-level GAE). Returns (paired score difference after - before against "fair", training rows).
+    0.1) against the scripted "fair" persona for 30 steps, with the group baseline (grpo, 32 games a step) or PPO (a
+    value head and turn-level GAE, 16 games a step). Returns (paired score difference after - before against "fair",
+    training rows).
 
-    Measured 2026-12-04 with one thread on the test builds 0, 1, 2 (4500 dialogues; the tests' size): GRPO +1.01,
-    +1.47, +0.56 [+0.19, +0.92], PPO +1.06, +1.73, +1.02 (interval half-widths about 0.38), so the smallest gain is
-    twice DOND_MARGIN; PPO took 3.1 minutes from a cached build. On the full builds (9000 dialogues): GRPO +1.19 /
+    Measured 2026-12-04 with one thread on the test builds 0, 1, 2 (4500 dialogues; the tests' size) at 32 games a
+    step: GRPO +1.01, +1.47, +0.56 [+0.19, +0.92], PPO +1.06, +1.73, +1.02 (interval half-widths about 0.38); at 16
+    (2026-12-04, two bodies at once): PPO +0.60 [+0.20, +1.01], +0.76, +0.76 in 1.3-2.0 minutes each from a cached
+    build (3.1 at 32), GRPO +1.53, +0.11 [-0.30, +0.54], +0.96, too weak on build 1: GRPO keeps 32. The smallest gain
+    (GRPO's 0.56, PPO's 0.60) is twice DOND_MARGIN. On the full builds (9000 dialogues): GRPO +1.19 /
     +0.96 / +0.93, PPO +0.94 / +0.76 / +0.89; on builds of 2000 GRPO gained +1.10, +0.51 and +0.24 [-0.16, +0.63]
     (too weak), and on the 200-dialogue smoke builds, whose warm start writes no valid offer, +0.00. Without the KL
     term some seeds collapse (every group ends with equal zero rewards and GRPO has no signal left)."""
@@ -79,8 +91,9 @@ def dond_gain(algorithm: str, build_seed: int = 0, size: str = "full"):
 
     task = DealOrNoDeal()
     model, tok = warm_start("tiny-dond", build_seed, adapter="A", size=size)
-    roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-3), "B": RoleSpec(agent=ScriptedAgent("fair", 1))}
-    config = TrainConfig(steps=30, scenarios_per_step=8, group_size=4, algorithm=algorithm, kl_coef=0.1, seed=0)
+    setup = DOND_PPO_SETUP if algorithm == "ppo" else DOND_GRPO_SETUP
+    roles = {"A": RoleSpec(adapter="A", trainable=True, lr=setup["lr"]), "B": RoleSpec(agent=ScriptedAgent("fair", 1))}
+    config = TrainConfig(**_budget(setup), algorithm=algorithm, kl_coef=0.1, seed=0)
     diff, rows, both = _train_and_compare(task, model, tok, roles, config, "A",
                                           lambda: {"B": ScriptedAgent("fair", 0)}, "score")
     print(f"{algorithm}, build {build_seed}: score vs fair {both.groupby('policy').score.mean().to_dict()}, {diff}")
@@ -96,14 +109,15 @@ def persuasion_gain(build_seed: int = 0, size: str = "full"):
     and +13.25 points (intervals [+6.5, +14.75], [+6.5, +15.0], [+9.25, +17.5]), so the smallest gain is about twice
     PERSUASION_MARGIN; 3.3 minutes from a cached build, 7 with the build. On the full builds (2026-12-02): +15.3,
     +9.5 and +15.0 points. At lr 1e-3 (an earlier setting) the full build 0 gained only +4.0 with one thread and +6.8
-    with two: CI failed on it."""
+    with two: CI failed on it. At 16 games a step (2026-12-04): +7.5, +5.0 [+1.0, +9.25] and +13.5 points, too close
+    to zero on build 1: the test keeps 32."""
     from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood
 
     task = PersuasionForGood()
     model, tok = warm_start("tiny-persuasion", build_seed, size=size)
-    roles = {"persuader": RoleSpec(adapter="policy", trainable=True, lr=2e-3),
+    roles = {"persuader": RoleSpec(adapter="policy", trainable=True, lr=PERSUASION_SETUP["lr"]),
              "persuadee": RoleSpec(agent=PersuasionAgent("skeptical", 1))}
-    config = TrainConfig(steps=30, scenarios_per_step=8, group_size=4, kl_coef=0.05, seed=0)
+    config = TrainConfig(**_budget(PERSUASION_SETUP), kl_coef=0.05, seed=0)
     diff, rows, both = _train_and_compare(task, model, tok, roles, config, "persuader",
                                           lambda: {"persuadee": PersuasionAgent("skeptical", 0)}, "success")
     print(f"build {build_seed}: donation rate vs skeptical {both.groupby('policy').success.mean().to_dict()}, {diff}")
@@ -114,12 +128,14 @@ def social_gain(build_seed: int = 0, size: str = "full"):
     """Social scenes: tiny-social's agent (its own LoRA adapter and value head) trains with SocialRL's PPO (turn-level
     GAE, gamma = lambda = 0.95, the utterance-level ratio, two optimizer steps per rollout so that the clip acts, as
     notebook 02 runs it, 0.3 x the rule judge's stage-weighted process reward per turn plus the outcome) against the
-    scripted `guarded` partner for 40 steps of 32 games. Returns (paired difference of the share of held-out
+    scripted `guarded` partner for 40 steps of 16 games. Returns (paired difference of the share of held-out
     scenarios that end in its full agreement, training rows).
 
-    Measured 2026-12-04 with one thread on the test builds 0, 1, 2 (3000 dialogues; the test's size): +24.5, +8.5
-    and +21.5 points (intervals [+20.3, +29.0], [+4.0, +13.0], [+17.0, +26.0]; base rates 0.23 and up), so the
-    smallest gain is about twice SOCIAL_MARGIN; 6.3-6.8 minutes each, the build included. On the full builds
+    Measured 2026-12-04 with one thread on the test builds 0, 1, 2 (3000 dialogues; the test's size), two bodies at
+    once: at 16 games a step +20.25, +16.25 and +11.0 points (intervals [+15.5, +25.0], [+11.5, +20.75], [+7.0,
+    +15.5]; base rates 0.18-0.24; the relationship +0.40, +0.17, -0.27), so the smallest gain is about twice
+    SOCIAL_MARGIN; 1.8-2.2 minutes each from a cached build. At 32 games a step: +24.5, +8.5 and +21.5 points
+    ([+4.0, +13.0] on build 1), 6.3-6.8 minutes each, the build included. On the full builds
     (2026-12-01): +17.0, +14.8 and +29.5 points at 40 steps (the relationship +0.56, +0.55, +0.90; mean clipfrac
     0.008-0.018); at 60 steps +23.3, +29.3, +28.8."""
     from dialogrl.envs.social import SocialAgent, SocialScenes
@@ -130,8 +146,7 @@ def social_gain(build_seed: int = 0, size: str = "full"):
     model, tok = warm_start("tiny-social", build_seed, size=size)
     roles = {"agent": RoleSpec(adapter="policy", trainable=True, lr=SOCIAL_SETUP["lr"]),
              "partner": RoleSpec(agent=SocialAgent(None, 1))}
-    config = TrainConfig(steps=SOCIAL_SETUP["steps"], scenarios_per_step=SOCIAL_SETUP["scenarios_per_step"],
-                         group_size=SOCIAL_SETUP["group_size"], algorithm="ppo", gamma=0.95, lam=0.95,
+    config = TrainConfig(**_budget(SOCIAL_SETUP), algorithm="ppo", gamma=0.95, lam=0.95,
                          ratio_level="utterance", minibatches=2, seed=0)
     diff, rows, both = _train_and_compare(task, model, tok, roles, config, "agent",
                                           lambda: {"partner": SocialAgent(None, 0)}, "success",
