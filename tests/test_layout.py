@@ -1,8 +1,10 @@
-"""The library's layout: imports run one way (no cycles inside dialogrl), every module imports first in a fresh
-interpreter, and every game is one package of the same shape."""
+"""The library's layout: imports run one way (no cycles inside dialogrl; the layers of lib/dialogrl/README.md, bottom
+to top), every module imports first in a fresh interpreter, and every game is one package of the same shape."""
 from __future__ import annotations
 
 import ast
+import fnmatch
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,19 @@ import dialogrl
 
 LIB = Path(dialogrl.__file__).parent
 GAMES = LIB / "envs"
+# The layers, bottom to top (module names without "dialogrl.", fnmatch patterns): a module imports only from its own
+# layer and the layers below it, at import time and inside functions alike. lib/dialogrl/README.md states this map.
+LAYERS = {
+    "base": ["envs.base", "envs.heldout", "seeds", "run", "hub", "tokens", "verbalized", "rewards", "colab",
+             "parallel"],
+    "rollout": ["rollout"],
+    "games": ["envs", "envs.*"],
+    "models": ["data", "tiny", "models", "packaged", "trl_compat"],
+    "agents": ["agents", "counterpart", "sampling", "fastdecode"],
+    "rl": ["rl", "rl.*", "calibration"],
+    "evaluate": ["evaluate", "theory", "claims", "plots", "compare"],
+    "entry points": ["dialogrl", "params", "reproduce", "__main__"],
+}
 
 
 def module_names() -> dict[str, Path]:
@@ -78,6 +93,58 @@ def test_no_import_cycles(top_level_only):
 def test_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of a dialogrl module (its full name): the first whose patterns match it, listed explicitly first."""
+    short = module.removeprefix("dialogrl.")
+    for layer, patterns in LAYERS.items():   # an exact name wins over a pattern of an earlier layer (envs.base)
+        if short in patterns:
+            return layer
+    for layer, patterns in LAYERS.items():
+        if any(fnmatch.fnmatchcase(short, p) for p in patterns):
+            return layer
+    return None
+
+
+def test_imports_run_down_the_layers():
+    modules = module_names()
+    order = {layer: k for k, layer in enumerate(LAYERS)}
+    unplaced = sorted(m for m in modules if layer_of(m) is None)
+    assert not unplaced, f"modules in no layer of LAYERS: {unplaced}"
+    upward = []
+    for name, path in modules.items():
+        for dep in sorted(imports_of(path, name, modules, top_level_only=False)):
+            if order[layer_of(dep)] > order[layer_of(name)]:
+                upward.append(f"{name} ({layer_of(name)}) imports {dep} ({layer_of(dep)})")
+    assert not upward, "imports up the layers:\n" + "\n".join(upward)
+
+
+def test_the_layer_finder_reads_an_upward_import():
+    assert layer_of("dialogrl.envs.base") == "base" and layer_of("dialogrl.envs.social.judge") == "games"
+    assert layer_of("dialogrl.rl.trainer") == "rl" and layer_of("dialogrl.evaluate") == "evaluate"
+    assert layer_of("dialogrl.nowhere") is None
+
+
+def test_the_library_map_states_the_layers():
+    """lib/dialogrl/README.md's layering line names LAYERS in order, and each module its table names (a `.py` path)
+    sits in the layer of its row."""
+    text = (LIB / "README.md").read_text()
+    line = re.search(r"bottom to top: `([^`]+)`", text)
+    assert line and [x.strip() for x in line.group(1).split("->")] == list(LAYERS), \
+        f"the README's layering line {line and line.group(1)!r} is not {' -> '.join(LAYERS)}"
+    table = text[text.index("| layer |"):].split("\n\n")[0].splitlines()[2:]   # the map: the first table
+    modules, layer, misplaced = module_names(), None, []
+    for row in table:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        layer = cells[0] or layer
+        assert layer in LAYERS, f"table row in no layer: {row[:80]}"
+        for path in re.findall(r"`([\w/]+\.py)`", cells[1]):
+            name = "dialogrl." + path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+            assert name in modules, f"the map names {path}, which is not a module"
+            if layer_of(name) != layer:
+                misplaced.append(f"{path}: row {layer}, module in {layer_of(name)}")
+    assert not misplaced, misplaced
 
 
 def test_every_module_imports_first():

@@ -170,7 +170,7 @@ def test_panel_eval_plays_each_member_alike_alone_and_restores_every_rng_state(d
     a stand-in CUDA RNG here records that it was saved and restored."""
     import random
 
-    from dialogrl.rl.trainer import panel_eval
+    from dialogrl.evaluate import panel_eval
 
     model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
     trainer = Trainer(TASK, model, tok, {"A": RoleSpec(adapter="A", trainable=True),

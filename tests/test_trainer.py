@@ -418,7 +418,7 @@ def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_t
 
 
 def test_panel_eval_reports_each_counterpart_and_leaves_training_untouched(dond_dir):
-    from dialogrl.rl.trainer import panel_eval
+    from dialogrl.evaluate import panel_eval
 
     trainer = make_trainer(dond_dir)
     panel = {"fair": ScriptedAgent("fair"), "greedy": ScriptedAgent("greedy")}

@@ -27,13 +27,16 @@ over seeds) beside the paper's effect, and the seed-level and scenario-level var
 from __future__ import annotations
 
 import json
+import random
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 
+from dialogrl.agents import LMAgent
 from dialogrl.envs.base import Agent, Task
 from dialogrl.rollout import Episode, play
 from dialogrl.seeds import eval_seeds
@@ -268,6 +271,53 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
                         for rec in transcript_records({(pname, cname, seat): episodes}, n_transcripts):
                             f.write(json.dumps(rec, default=str) + "\n")
     return (pd.DataFrame(rows), played) if return_episodes else pd.DataFrame(rows)
+
+
+def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list | Mapping[str, list],
+               seed: int = 12345, metrics: Sequence[str] = ("score", "agreed", "reward"),
+               measures: Callable[[list[Episode]], dict[str, float]] | None = None) -> Callable[..., dict]:
+    """An eval_fn for `rl.trainer.Trainer.train`: the role's current policy against each held-out counterpart, frozen.
+
+    Plays `scenarios` (or, a mapping, each member's own scenarios: e.g. scenarios that name the member's profile)
+    against every panel member (the policy in `role`'s seat), each game from its own seed, stream_seed("eval-games",
+    seed, scenario id, role, member), so every evaluation draws the same random numbers; it touches no global RNG,
+    and restores every global RNG state (python, numpy, torch, CUDA) anyway, so evaluation never changes the
+    training run, whatever its counterparts do. Returns per
+    counterpart the policy's mean of each of `metrics` (columns of `evaluate.game_rows`), and their means over the
+    panel (`panel/<metric>`); with `measures`, also `panel/<name>` of measures(all the panel's games) (e.g. the
+    diversity of what the policy said).
+    """
+    def evaluate(trainer) -> dict:   # an rl.trainer.Trainer
+        spec = trainer.roles[role]
+        policy = LMAgent(trainer.model, trainer.tokenizer, adapter=spec.adapter, name="policy",
+                         max_new_tokens=trainer.config.max_new_tokens, temperature=trainer.config.temperature)
+        cuda = torch.cuda.is_available()
+        saved = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+                 torch.cuda.get_rng_state_all() if cuda else None)
+        out: dict[str, float] = {}
+        played: list[Episode] = []
+        try:
+            for name, agent in panel.items():
+                mine = scenarios[name] if isinstance(scenarios, Mapping) else scenarios
+                agents = {role: policy, task.other(role): agent}
+                episodes = play(task, agents, mine, seeds=eval_seeds(seed, mine, role, name))
+                played += episodes
+                rows = game_rows(task, episodes, role)
+                for metric in metrics:
+                    out[f"{name}/{metric}"] = float(np.mean([r[metric] for r in rows]))
+        finally:
+            random.setstate(saved[0])
+            np.random.set_state(saved[1])
+            torch.set_rng_state(saved[2])
+            if cuda:
+                torch.cuda.set_rng_state_all(saved[3])
+        for metric in metrics:
+            out[f"panel/{metric}"] = float(np.mean([out[f"{n}/{metric}"] for n in panel]))
+        if measures is not None:
+            out.update({f"panel/{k}": float(v) for k, v in measures(played).items()})
+        return out
+
+    return evaluate
 
 
 def transcript_records(played: dict[tuple[str, str, str], list[Episode]], n_transcripts: int = 3) -> list[dict]:

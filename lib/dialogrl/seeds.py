@@ -18,7 +18,7 @@ the same keys face the same random numbers (common random numbers: the policy's 
     eval-scenarios   seed, ...                             evaluation scenarios, apart from every training draw:
                                                            task.sample_scenarios(n, stream_seed("eval-scenarios", seed))
     eval-games       seed, scenario id, seat, counterpart  the seed of each evaluation game (`eval_seeds`: used by
-                                                           `evaluate.cross_play`, `rl.trainer.panel_eval`)
+                                                           `evaluate.cross_play`, `evaluate.panel_eval`)
     horizons         seed, H                               the evaluation seed of horizon H
                                                            (`theory.returns_by_horizon`)
     tokens           game seed, role                       an LM's token sampling in one game: one uniform per token,

@@ -40,7 +40,7 @@ import os
 import random
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -54,7 +54,7 @@ from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
 from dialogrl.rl.losses import explained_variance, kl_k3, policy_loss, value_loss
 from dialogrl.rollout import Episode, play
 from dialogrl.run import progress as run_progress
-from dialogrl.seeds import eval_seeds, stream_seed
+from dialogrl.seeds import stream_seed
 from dialogrl.tokens import masked_mean, pad, token_logprobs, token_logprobs_and_entropy
 
 # the allowed values of TrainConfig's choice fields (notebooks check their parameters with OneOf(*ALGORITHMS), ...)
@@ -582,7 +582,7 @@ class Trainer:
               desc: str = "train") -> list[dict]:
         """Run up to config.steps steps.
 
-        eval_fn(trainer) -> held-out metrics, every `eval_every` steps and at the end (see `panel_eval`).
+        eval_fn(trainer) -> held-out metrics, every `eval_every` steps and at the end (see `evaluate.panel_eval`).
         Each row goes to `log.log(**row)` (a MetricsLogger; main process only) and to the chosen `report_to`
         tracker. Before the first step, a MetricsLogger (anything with `log_config`) gets the effective
         configuration: `config_dict()` and the step training starts from, one line of <run>/train_configs.jsonl.
@@ -774,52 +774,3 @@ def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
     """The checkpoint of the highest step under checkpoint_dir (folders step-NNNNNN), or None."""
     found = sorted(Path(checkpoint_dir).glob("step-*/trainer.pt"))
     return found[-1].parent if found else None
-
-
-def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list | Mapping[str, list],
-               seed: int = 12345, metrics: Sequence[str] = ("score", "agreed", "reward"),
-               measures: Callable[[list[Episode]], dict[str, float]] | None = None) -> Callable[[Trainer], dict]:
-    """An eval_fn for Trainer.train: the role's current policy against each held-out counterpart, frozen.
-
-    Plays `scenarios` (or, a mapping, each member's own scenarios: e.g. scenarios that name the member's profile)
-    against every panel member (the policy in `role`'s seat), each game from its own seed, stream_seed("eval-games",
-    seed, scenario id, role, member), so every evaluation draws the same random numbers; it touches no global RNG,
-    and restores every global RNG state (python, numpy, torch, CUDA) anyway, so evaluation never changes the
-    training run, whatever its counterparts do. Returns per
-    counterpart the policy's mean of each of `metrics` (columns of `evaluate.game_rows`), and their means over the
-    panel (`panel/<metric>`); with `measures`, also `panel/<name>` of measures(all the panel's games) (e.g. the
-    diversity of what the policy said).
-    """
-    from dialogrl.evaluate import game_rows
-
-    def evaluate(trainer: Trainer) -> dict:
-        spec = trainer.roles[role]
-        policy = LMAgent(trainer.model, trainer.tokenizer, adapter=spec.adapter, name="policy",
-                         max_new_tokens=trainer.config.max_new_tokens, temperature=trainer.config.temperature)
-        cuda = torch.cuda.is_available()
-        saved = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
-                 torch.cuda.get_rng_state_all() if cuda else None)
-        out: dict[str, float] = {}
-        played: list[Episode] = []
-        try:
-            for name, agent in panel.items():
-                mine = scenarios[name] if isinstance(scenarios, Mapping) else scenarios
-                agents = {role: policy, task.other(role): agent}
-                episodes = play(task, agents, mine, seeds=eval_seeds(seed, mine, role, name))
-                played += episodes
-                rows = game_rows(task, episodes, role)
-                for metric in metrics:
-                    out[f"{name}/{metric}"] = float(np.mean([r[metric] for r in rows]))
-        finally:
-            random.setstate(saved[0])
-            np.random.set_state(saved[1])
-            torch.set_rng_state(saved[2])
-            if cuda:
-                torch.cuda.set_rng_state_all(saved[3])
-        for metric in metrics:
-            out[f"panel/{metric}"] = float(np.mean([out[f"{n}/{metric}"] for n in panel]))
-        if measures is not None:
-            out.update({f"panel/{k}": float(v) for k, v in measures(played).items()})
-        return out
-
-    return evaluate
