@@ -228,7 +228,8 @@ CHECKS = {"01_calibrated_interactive_rl": check_01, "02_socialrl": check_02, "03
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stem, extra", [("04_ibrl_bilateral", {"tasks": ["telesales"], "ablation": False}),
+@pytest.mark.parametrize("stem, extra", [("04_ibrl_bilateral", {"tasks": ["telesales"], "ablation": False,
+                                                               "eval_scenarios": 2}),
                                          ("01_calibrated_interactive_rl", {"train_each_horizon": False})])
 def test_notebook_parallel_runs_give_the_serial_results(stem, extra, tmp_path, monkeypatch):
     """`processes=2` runs the training runs in two one-thread worker processes: the same games, transcripts and
