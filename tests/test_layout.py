@@ -96,9 +96,9 @@ def test_cycle_finder_finds_a_cycle():
 
 
 def layer_of(module: str) -> str | None:
-    """The layer of a dialogrl module (its full name): the first whose patterns match it, listed explicitly first."""
+    """The layer of a dialogrl module (its full name): the layer that names it, else the first whose pattern matches."""
     short = module.removeprefix("dialogrl.")
-    for layer, patterns in LAYERS.items():   # an exact name wins over a pattern of an earlier layer (envs.base)
+    for layer, patterns in LAYERS.items():   # a name wins over a later layer's pattern (envs.base: base, not envs.*)
         if short in patterns:
             return layer
     for layer, patterns in LAYERS.items():
@@ -120,7 +120,7 @@ def test_imports_run_down_the_layers():
     assert not upward, "imports up the layers:\n" + "\n".join(upward)
 
 
-def test_the_layer_finder_reads_an_upward_import():
+def test_the_layer_finder_places_modules():
     assert layer_of("dialogrl.envs.base") == "base" and layer_of("dialogrl.envs.social.judge") == "games"
     assert layer_of("dialogrl.rl.trainer") == "rl" and layer_of("dialogrl.evaluate") == "evaluate"
     assert layer_of("dialogrl.nowhere") is None
