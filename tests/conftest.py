@@ -74,6 +74,17 @@ def toy_model_dir(tmp_path_factory, toy_corpus):
 
 
 @pytest.fixture(scope="session")
+def dond_toy_dir():
+    """A Deal or No Deal model trained for seconds on 300 dialogues: it speaks the format badly enough to exercise the
+    malformed-input paths and well enough for games to end in different ways. Built once into the model cache and
+    shared by the test modules (and the workers) that play or train it."""
+    from dialogrl.envs.dealnodeal.corpus import dond_corpus
+
+    cfg = TinyConfig(**{**TOY_CONFIG.to_dict(), "max_length": 512, "epochs": 1.0})
+    return build_tiny(dond_corpus(300, seed=0, views="one"), cfg, name="dond-toy")
+
+
+@pytest.fixture(scope="session")
 def shared_data():
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real dialogue data not found at {SHARED_DATA} (the shared/ folder beside the repository)")

@@ -2,33 +2,24 @@
 import pytest
 import torch
 
-from conftest import TOY_CONFIG
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.models import adapter_parameters, load_model
 from dialogrl.parallel import dispatch_order, map_runs, torch_threads
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.run import seed_everything
-from dialogrl.tiny import TinyConfig, build_tiny
 
 TASK = DealOrNoDeal()
 
 
-@pytest.fixture(scope="module")
-def dond_dir(tmp_path_factory):
-    cfg = TinyConfig(**{**TOY_CONFIG.to_dict(), "max_length": 512, "epochs": 1.0})
-    return build_tiny(dond_corpus(200, seed=0, views="one"), cfg, out_dir=tmp_path_factory.mktemp("p") / "m")
-
-
-def test_parallel_runs_equal_the_serial_loop(dond_dir):
+def test_parallel_runs_equal_the_serial_loop(dond_toy_dir):
     """One training run per job (a seed: rollout, update, a second rollout with the updated adapter), as the
     notebooks' runs are: seeded at their start. Two workers give exactly the serial loop's results, in job order,
     torch tensors (the trained adapter's weights) and finished games included."""
     def run(job):
         seed, persona = job
         seed_everything(seed)
-        model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+        model, tok = load_model(str(dond_toy_dir), adapters=["A"], device="cpu", lora_r=4)
         roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2), "B": RoleSpec(agent=ScriptedAgent(persona))}
         trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=2, scenarios_per_step=2, group_size=2,
                                                                max_new_tokens=12, seed=seed))

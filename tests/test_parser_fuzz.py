@@ -6,11 +6,12 @@ meet random ASCII and Unicode text, Unicode digit look-alikes, bracket soups, ve
 broken arguments. Seeded: the same strings on every run.
 """
 import random
+import re
 import string
 
 import pytest
 
-from dialogrl.envs.base import Agent
+from dialogrl.envs.base import Agent, has_cue
 from dialogrl.envs.dealnodeal import (
     ITEMS,
     UNSEEN_PERSONAS,
@@ -252,6 +253,25 @@ def test_agreement_parser_and_act_lexicon(texts):
         kinds.add(action["type"])
         assert set(hear_acts(text, scene)) <= set(SOCIAL_ACTS)
     assert "talk" in kinds and kinds <= {"talk", "agree", "refuse"}
+
+
+def test_cues_match_as_the_word_edge_regex_says():
+    """has_cue (the lexicons' matcher) against its definition as a regex, on random text over the cues' letters,
+    edges and apostrophes, and on the fuzz strings."""
+    rng = random.Random(7)
+    cues = ["i know", "heart", "hi", "i'll give", "a"]
+    short = ["".join(rng.choice("aihe rtknow'lgv.") for _ in range(rng.randint(0, 30))) for _ in range(20_000)]
+    for text in short + [t.lower() for t in texts_sample()]:
+        for cue in cues:
+            for before, whole in (("", True), ("'", True), ("", False)):
+                edge = r"(?![a-z])" if whole else ""
+                want = re.search(rf"(?<![a-z{before}])" + re.escape(cue) + edge, text) is not None
+                assert has_cue(text, cue, before, whole) == want, (text, cue, before, whole)
+
+
+def texts_sample(n: int = 300) -> list[str]:
+    rng = random.Random(11)
+    return [fuzz_text(rng) for _ in range(n)]
 
 
 def test_lookalike_digits_never_parse_as_numbers():

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conftest import TOY_CONFIG, play_texts
+from conftest import play_texts
 from dialogrl.agents import LMAgent
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import PERSONAS, ScriptedAgent, persona_population
@@ -10,18 +10,13 @@ from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.models import load_model
 from dialogrl.rollout import play
 from dialogrl.run import seed_everything
-from dialogrl.tiny import TinyConfig, build_tiny
 
 TASK = DealOrNoDeal()
 
 
 @pytest.fixture(scope="module")
-def dond_toy(tmp_path_factory):
-    """A DoND model trained for seconds: it speaks the format badly, which exercises the malformed-input paths."""
-    cfg = TinyConfig(**{**TOY_CONFIG.to_dict(), "max_length": 512, "epochs": 1.0})
-    path = build_tiny(dond_corpus(300, seed=0, views="one"), cfg,
-                      out_dir=tmp_path_factory.mktemp("dond") / "m", name="dond-toy")
-    return load_model(str(path), device="cpu")
+def dond_toy(dond_toy_dir):
+    return load_model(str(dond_toy_dir), device="cpu")
 
 
 def test_every_persona_pair_plays_valid_games():

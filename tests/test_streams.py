@@ -9,34 +9,23 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import TOY_CONFIG
 from dialogrl.agents import LMAgent, VerbalizedSampling
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.base import game_key
 from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.envs.social import SocialAgent, SocialScenes
 from dialogrl.evaluate import cross_play
 from dialogrl.models import load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.rollout import play
 from dialogrl.seeds import STREAMS, stream_seed
-from dialogrl.tiny import TinyConfig, build_tiny
 
 TASK = DealOrNoDeal(max_turns=6)
 
 
 @pytest.fixture(scope="module")
-def dond_dir(tmp_path_factory):
-    """A DoND model trained for seconds: it speaks the format well enough for games to end in different ways."""
-    cfg = TinyConfig(**{**TOY_CONFIG.to_dict(), "max_length": 512, "epochs": 1.0})
-    return build_tiny(dond_corpus(300, seed=0, views="one"), cfg, out_dir=tmp_path_factory.mktemp("dond") / "m",
-                      name="dond-toy")
-
-
-@pytest.fixture(scope="module")
-def dond_lm(dond_dir):
-    return load_model(str(dond_dir), device="cpu")
+def dond_lm(dond_toy_dir):
+    return load_model(str(dond_toy_dir), device="cpu")
 
 
 def games(episodes):
@@ -144,8 +133,8 @@ def test_lm_agents_keep_one_token_stream_per_game_and_role(dond_lm):
 
 # ---------------------------------------------------------------------------------------------------- training
 
-def test_no_two_training_steps_share_a_scenario_id_and_every_dialogue_has_its_own_seed(dond_dir):
-    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+def test_no_two_training_steps_share_a_scenario_id_and_every_dialogue_has_its_own_seed(dond_toy_dir):
+    model, tok = load_model(str(dond_toy_dir), adapters=["A"], device="cpu", lora_r=4)
     cfg = TrainConfig(steps=8, scenarios_per_step=4, group_size=3, seed=1)
     trainer = Trainer(TASK, model, tok, {"A": RoleSpec(adapter="A", trainable=True),
                                          "B": RoleSpec(agent=ScriptedAgent("fair"))}, cfg)
@@ -164,7 +153,7 @@ def test_no_two_training_steps_share_a_scenario_id_and_every_dialogue_has_its_ow
     assert sorted(split) == sorted(zip([sc.id for sc in drawn[2][0]], drawn[2][2]))
 
 
-def test_panel_eval_plays_each_member_alike_alone_and_restores_every_rng_state(dond_dir, monkeypatch):
+def test_panel_eval_plays_each_member_alike_alone_and_restores_every_rng_state(dond_toy_dir, monkeypatch):
     """Each member's games key on (seed, scenario, seat, member): a panel of one gives that member's numbers of the
     whole panel. The evaluation restores python's, numpy's, torch's and (where there is CUDA) CUDA's RNG states;
     a stand-in CUDA RNG here records that it was saved and restored."""
@@ -172,7 +161,7 @@ def test_panel_eval_plays_each_member_alike_alone_and_restores_every_rng_state(d
 
     from dialogrl.evaluate import panel_eval
 
-    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+    model, tok = load_model(str(dond_toy_dir), adapters=["A"], device="cpu", lora_r=4)
     trainer = Trainer(TASK, model, tok, {"A": RoleSpec(adapter="A", trainable=True),
                                          "B": RoleSpec(agent=ScriptedAgent("fair"))},
                       TrainConfig(steps=1, scenarios_per_step=2, group_size=2, max_new_tokens=12))

@@ -5,22 +5,13 @@ import math
 import pytest
 import torch
 
-from conftest import TOY_CONFIG
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.models import adapter_parameters, load_model
 from dialogrl.rl.trainer import ALGORITHMS, CHOICES, RoleSpec, TrainConfig, Trainer
 from dialogrl.run import MetricsLogger, read_metrics, seed_everything
-from dialogrl.tiny import TinyConfig, build_tiny
 
 TASK = DealOrNoDeal()
-
-
-@pytest.fixture(scope="module")
-def dond_dir(tmp_path_factory):
-    cfg = TinyConfig(**{**TOY_CONFIG.to_dict(), "max_length": 512, "epochs": 1.0})
-    return build_tiny(dond_corpus(300, seed=0, views="one"), cfg, out_dir=tmp_path_factory.mktemp("d") / "m")
 
 
 def make_trainer(path, **cfg):
@@ -30,8 +21,8 @@ def make_trainer(path, **cfg):
     return Trainer(TASK, model, tok, roles, config)
 
 
-def test_first_update_ratio_is_one_for_every_role_and_adapter(dond_dir):
-    trainer = make_trainer(dond_dir)
+def test_first_update_ratio_is_one_for_every_role_and_adapter(dond_toy_dir):
+    trainer = make_trainer(dond_toy_dir)
     seed_everything(0)
     episodes, groups = trainer.rollout(0)
     for adapter, samples in trainer.samples(episodes, groups).items():
@@ -45,13 +36,13 @@ def test_first_update_ratio_is_one_for_every_role_and_adapter(dond_dir):
         assert (ratio - 1).abs().max().item() < 1e-4  # recomputed = sampled, token for token
 
 
-def test_packed_turns_score_as_each_turn_alone(dond_dir):
+def test_packed_turns_score_as_each_turn_alone(dond_toy_dir):
     """A role's turns of one game are packed into one sequence (its prompts continue each other token for token)
     and score exactly as each turn's own forward pass, critic values included; a sample that does not continue
     the previous one starts a new row."""
     from dialogrl.models import use_adapter
     from dialogrl.rl.trainer import _chains, _chunk_chains
-    trainer = make_trainer(dond_dir, algorithm="ppo")
+    trainer = make_trainer(dond_toy_dir, algorithm="ppo")
     seed_everything(5)
     episodes, groups = trainer.rollout(0)
     samples = trainer.samples(episodes, groups)["A"]
@@ -75,8 +66,8 @@ def test_packed_turns_score_as_each_turn_alone(dond_dir):
     assert _chains([samples[0], samples[0]]) == [[0], [1]]               # a prompt does not continue itself
 
 
-def test_loss_gradient_reaches_only_the_roles_own_completion_tokens(dond_dir):
-    trainer = make_trainer(dond_dir)
+def test_loss_gradient_reaches_only_the_roles_own_completion_tokens(dond_toy_dir):
+    trainer = make_trainer(dond_toy_dir)
     seed_everything(1)
     episodes, groups = trainer.rollout(0)
     samples = trainer.samples(episodes, groups)["A"][:4]
@@ -92,8 +83,8 @@ def test_loss_gradient_reaches_only_the_roles_own_completion_tokens(dond_dir):
         assert int(mask[b].sum()) == len(s.completion_ids)
 
 
-def test_a_step_for_one_role_leaves_the_other_untouched(dond_dir):
-    trainer = make_trainer(dond_dir)
+def test_a_step_for_one_role_leaves_the_other_untouched(dond_toy_dir):
+    trainer = make_trainer(dond_toy_dir)
     seed_everything(2)
     episodes, groups = trainer.rollout(0)
     samples = trainer.samples(episodes, groups)
@@ -107,8 +98,8 @@ def test_a_step_for_one_role_leaves_the_other_untouched(dond_dir):
     assert not trainer.optimizers["B"].state  # B's optimizer never stepped
 
 
-def test_shared_adapter_is_one_update_path(dond_dir):
-    model, tok = load_model(str(dond_dir), adapters=["shared"], device="cpu", lora_r=4)
+def test_shared_adapter_is_one_update_path(dond_toy_dir):
+    model, tok = load_model(str(dond_toy_dir), adapters=["shared"], device="cpu", lora_r=4)
     roles = {r: RoleSpec(adapter="shared", trainable=True) for r in TASK.roles}
     trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=1, scenarios_per_step=2, group_size=2,
                                                            max_new_tokens=8, isolate=False))
@@ -117,8 +108,8 @@ def test_shared_adapter_is_one_update_path(dond_dir):
     assert "shared/loss" in row and trainer.step_count == 1
 
 
-def test_bad_specs_are_named(dond_dir):
-    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu")
+def test_bad_specs_are_named(dond_toy_dir):
+    model, tok = load_model(str(dond_toy_dir), adapters=["A"], device="cpu")
     with pytest.raises(ValueError, match="no RoleSpec for role"):
         Trainer(TASK, model, tok, {"A": RoleSpec(adapter="A", trainable=True)})
     with pytest.raises(ValueError, match="fixed agent cannot be trainable"):
@@ -138,11 +129,11 @@ def own_turns(episodes, role):
     return [(ep, t) for ep in episodes for t in ep.state.turns if t.role == role and t.completion_ids]
 
 
-def test_ppo_critic_values_and_gae_targets(dond_dir):
+def test_ppo_critic_values_and_gae_targets(dond_toy_dir):
     """PPO: each path has its own value head; V_old comes from the critic, advantages from turn-level GAE, and
     the outcome reaches every turn of the role (gamma = lambda = 1 and a zero-initialised critic: every turn's
     advantage and value target is the dialogue's outcome reward)."""
-    trainer = make_trainer(dond_dir, algorithm="ppo", gamma=1.0, lam=1.0, whiten_advantages=False)
+    trainer = make_trainer(dond_toy_dir, algorithm="ppo", gamma=1.0, lam=1.0, whiten_advantages=False)
     assert set(trainer.critics) == {"A", "B"} and trainer.critics["A"] is not trainer.critics["B"]
     seed_everything(3)
     episodes, groups = trainer.rollout(0)
@@ -160,10 +151,10 @@ def test_ppo_critic_values_and_gae_targets(dond_dir):
     assert trainer.values("A", samples["A"][:3]).abs().sum() > 0
 
 
-def test_per_turn_rewards_reach_the_turns_that_earned_them(dond_dir):
+def test_per_turn_rewards_reach_the_turns_that_earned_them(dond_toy_dir):
     """A reward of 1 on each of the role's turns and gamma = 0: every turn's advantage is its own reward (plus the
     outcome on the last), with a zero critic."""
-    trainer = make_trainer(dond_dir, algorithm="ppo", gamma=0.0, lam=1.0, whiten_advantages=False)
+    trainer = make_trainer(dond_toy_dir, algorithm="ppo", gamma=0.0, lam=1.0, whiten_advantages=False)
     trainer.turn_rewards = lambda ep, role: [float(k + 1) for k, t in
                                              enumerate(t for t in ep.state.talk_turns() if t.role == role)]
     seed_everything(4)
@@ -177,12 +168,12 @@ def test_per_turn_rewards_reach_the_turns_that_earned_them(dond_dir):
 
 
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
-def test_resume_matches_an_uninterrupted_run_exactly(dond_dir, tmp_path, algorithm):
+def test_resume_matches_an_uninterrupted_run_exactly(dond_toy_dir, tmp_path, algorithm):
     """Stop after 2 of 3 steps, start a fresh trainer from the checkpoint: the same weights as 3 straight steps.
     The grpo run has a scripted partner, whose private RNG is part of the checkpoint; the ppo run two minibatches."""
     def new_trainer():
         seed_everything(5)
-        model, tok = load_model(str(dond_dir), adapters=["A", "B"], device="cpu", lora_r=4)
+        model, tok = load_model(str(dond_toy_dir), adapters=["A", "B"], device="cpu", lora_r=4)
         roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2),
                  "B": (RoleSpec(agent=ScriptedAgent("erratic", 7)) if algorithm == "grpo"
                        else RoleSpec(adapter="B", trainable=True, lr=1e-2))}
@@ -206,9 +197,9 @@ def test_resume_matches_an_uninterrupted_run_exactly(dond_dir, tmp_path, algorit
             assert torch.equal(p, resumed.critics[a].state_dict()[n])
 
 
-def test_ppo_diagnostics_are_logged_per_role_and_vanish_while_the_ratio_is_one(dond_dir):
+def test_ppo_diagnostics_are_logged_per_role_and_vanish_while_the_ratio_is_one(dond_toy_dir):
     """One epoch per step: every chunk is scored before the single optimizer step, so r = 1 on every token."""
-    trainer = make_trainer(dond_dir, algorithm="ppo", epochs_per_step=1, minibatch_turns=3)
+    trainer = make_trainer(dond_toy_dir, algorithm="ppo", epochs_per_step=1, minibatch_turns=3)
     seed_everything(6)
     row = trainer.step()
     for a in ("A", "B"):
@@ -218,8 +209,8 @@ def test_ppo_diagnostics_are_logged_per_role_and_vanish_while_the_ratio_is_one(d
     assert row["time/rollout_s"] > 0 and row["time/update_s"] > 0  # where a step's wall-clock time goes
 
 
-def test_diagnostics_move_after_the_first_epoch(dond_dir):
-    trainer = make_trainer(dond_dir, algorithm="grpo", epochs_per_step=3)
+def test_diagnostics_move_after_the_first_epoch(dond_toy_dir):
+    trainer = make_trainer(dond_toy_dir, algorithm="grpo", epochs_per_step=3)
     seed_everything(7)
     episodes, groups = trainer.rollout(0)
     samples = trainer.samples(episodes, groups)["A"]
@@ -230,12 +221,12 @@ def test_diagnostics_move_after_the_first_epoch(dond_dir):
     assert "explained_variance" not in stats                            # no critic
 
 
-def test_ppo_with_minibatches_and_epochs_clips_after_the_first_optimizer_step(dond_dir, monkeypatch):
+def test_ppo_with_minibatches_and_epochs_clips_after_the_first_optimizer_step(dond_toy_dir, monkeypatch):
     """PPO as papers run it: 2 epochs x 2 minibatches = 4 optimizer steps per rollout. Every chunk scored before the
     first step has ratio 1 exactly; later ones see the moved policy, and the clip acts (clipfrac > 0, logged)."""
     import dialogrl.rl.trainer as trainer_module
 
-    trainer = make_trainer(dond_dir, algorithm="ppo", epochs_per_step=2, minibatches=2, critic_lr=2e-2)
+    trainer = make_trainer(dond_toy_dir, algorithm="ppo", epochs_per_step=2, minibatches=2, critic_lr=2e-2)
     calls, steps = [], {"n": 0}   # (optimizer steps taken so far, the chunk's ratio stats)
     real_loss = trainer_module.policy_loss
 
@@ -263,24 +254,24 @@ def test_ppo_with_minibatches_and_epochs_clips_after_the_first_optimizer_step(do
           f"{row['A/approx_kl']:.4f}; B clipfrac {row['B/clipfrac']:.3f} ratio {row['B/ratio']:.4f}")
 
 
-def test_the_critic_has_its_own_learning_rate(dond_dir):
+def test_the_critic_has_its_own_learning_rate(dond_toy_dir):
     """critic_lr: the value head is the optimizer's second param group; None gives it the role's lr. PPO with one
     optimizer step per rollout warns that it never clips."""
-    trainer = make_trainer(dond_dir, algorithm="ppo", critic_lr=3e-3, minibatches=2)
+    trainer = make_trainer(dond_toy_dir, algorithm="ppo", critic_lr=3e-3, minibatches=2)
     for a in ("A", "B"):
         policy, critic = trainer.optimizers[a].param_groups
         assert policy["lr"] == 1e-2 and critic["lr"] == 3e-3
         assert {id(p) for p in critic["params"]} == {id(p) for p in trainer.critics[a].parameters()}
         assert {id(p) for p in policy["params"]} == {id(p) for p in adapter_parameters(trainer.model, a).values()}
     with pytest.warns(UserWarning, match="clip_eps never acts"):
-        trainer = make_trainer(dond_dir, algorithm="ppo")
+        trainer = make_trainer(dond_toy_dir, algorithm="ppo")
     assert [g["lr"] for g in trainer.optimizers["A"].param_groups] == [1e-2, 1e-2]
-    assert len(make_trainer(dond_dir).optimizers["A"].param_groups) == 1             # grpo: no critic
+    assert len(make_trainer(dond_toy_dir).optimizers["A"].param_groups) == 1             # grpo: no critic
     with pytest.raises(ValueError, match="critic_lr"):
         TrainConfig(critic_lr=0.0)
 
 
-def test_a_process_rewards_judge_failures_are_logged_every_step(dond_dir):
+def test_a_process_rewards_judge_failures_are_logged_every_step(dond_toy_dir):
     """ProcessReward counts its judge's failures and weight fallbacks; the trainer logs them per step (judge/...)."""
     from dialogrl.rewards import Judge, Judgement, ProcessReward
 
@@ -291,7 +282,7 @@ def test_a_process_rewards_judge_failures_are_logged_every_step(dond_dir):
                     for k in range(len(mine))]
 
     process = ProcessReward(HalfBrokenJudge(), TASK, role="A")
-    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+    model, tok = load_model(str(dond_toy_dir), adapters=["A"], device="cpu", lora_r=4)
     roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2), "B": RoleSpec(agent=ScriptedAgent("fair"))}
     trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=2, scenarios_per_step=2, group_size=2,
                                                            max_new_tokens=8), turn_rewards=process)
@@ -306,15 +297,15 @@ def test_a_process_rewards_judge_failures_are_logged_every_step(dond_dir):
     assert total["problems"] == {"invalid JSON": total["failures"]}
 
 
-def test_fp16_autocast_scales_the_loss_and_still_learns(dond_dir, monkeypatch):
+def test_fp16_autocast_scales_the_loss_and_still_learns(dond_toy_dir, monkeypatch):
     """mixed_precision="fp16" (what bf16 becomes on a T4) runs the update under a GradScaler; bf16 and no precision
     pass through a disabled one. A bf16 request on a GPU without bf16 resolves to fp16 (models.resolve_precision)."""
     import dialogrl.rl.trainer as trainer_module
 
-    assert not make_trainer(dond_dir).scaler.is_enabled()
-    assert not make_trainer(dond_dir, mixed_precision="bf16").scaler.is_enabled()
+    assert not make_trainer(dond_toy_dir).scaler.is_enabled()
+    assert not make_trainer(dond_toy_dir, mixed_precision="bf16").scaler.is_enabled()
     monkeypatch.setattr(trainer_module, "resolve_precision", lambda p, device: "fp16" if p == "bf16" else p)
-    trainer = make_trainer(dond_dir, mixed_precision="bf16")
+    trainer = make_trainer(dond_toy_dir, mixed_precision="bf16")
     assert trainer._precision() == "fp16" and trainer.scaler.is_enabled()
     before = {n: p.detach().clone() for n, p in adapter_parameters(trainer.model, "A").items()}
     seed_everything(10)
@@ -324,12 +315,12 @@ def test_fp16_autocast_scales_the_loss_and_still_learns(dond_dir, monkeypatch):
     assert any(not torch.equal(p, after[n]) for n, p in before.items())   # a step was taken (no overflow skip)
 
 
-def test_minibatches_split_whole_games_and_replay_with_their_key(dond_dir):
+def test_minibatches_split_whole_games_and_replay_with_their_key(dond_toy_dir):
     import random
 
     from dialogrl.rl.trainer import _chains, _minibatches
 
-    trainer = make_trainer(dond_dir)
+    trainer = make_trainer(dond_toy_dir)
     seed_everything(9)
     episodes, groups = trainer.rollout(0)
     samples = trainer.samples(episodes, groups)["A"]
@@ -359,8 +350,8 @@ def test_config_from_params_takes_its_fields_and_overrides_win():
     assert CHOICES["algorithm"] == ALGORITHMS == ("grpo", "rloo", "ppo")
 
 
-def test_train_writes_the_effective_config_to_the_run_folder(dond_dir, tmp_path):
-    model, tok = load_model(str(dond_dir), adapters=["A"], device="cpu", lora_r=4)
+def test_train_writes_the_effective_config_to_the_run_folder(dond_toy_dir, tmp_path):
+    model, tok = load_model(str(dond_toy_dir), adapters=["A"], device="cpu", lora_r=4)
     roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2), "B": RoleSpec(agent=ScriptedAgent("fair"))}
     config = TrainConfig(steps=1, scenarios_per_step=2, group_size=2, max_new_tokens=8)
     trainer = Trainer(TASK, model, tok, roles, config)
@@ -378,7 +369,7 @@ def test_train_writes_the_effective_config_to_the_run_folder(dond_dir, tmp_path)
     assert len(rows) == 1 and rows[0]["method"] == "unilateral" and "A/approx_kl" in rows[0]
 
 
-def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_the_live_simulator(dond_dir):
+def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_the_live_simulator(dond_toy_dir):
     """SimulatorPool (size 2, a snapshot every step) over 4 steps: FIFO slots, each a copy of the live simulator at
     its step, distinct from each other; the simulator's seat holds a population; the live simulator learns only
     from the games it played, and every trainable role logs its share of all-equal reward groups."""
@@ -386,7 +377,7 @@ def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_t
     from dialogrl.rl.methods import SimulatorPool, scope_roles
 
     pool = SimulatorPool(size=2, every=1, role="B")
-    model, tok = load_model(str(dond_dir), adapters=["policy", "simulator", *pool.slots], device="cpu", lora_r=4)
+    model, tok = load_model(str(dond_toy_dir), adapters=["policy", "simulator", *pool.slots], device="cpu", lora_r=4)
     roles = scope_roles("population", {}, lr=5e-2, policy_role="A", sim_role="B")
     snapshots = {}
 
@@ -417,10 +408,10 @@ def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_t
     assert len(trainer.samples(episodes, groups)["simulator"]) == own
 
 
-def test_panel_eval_reports_each_counterpart_and_leaves_training_untouched(dond_dir):
+def test_panel_eval_reports_each_counterpart_and_leaves_training_untouched(dond_toy_dir):
     from dialogrl.evaluate import panel_eval
 
-    trainer = make_trainer(dond_dir)
+    trainer = make_trainer(dond_toy_dir)
     panel = {"fair": ScriptedAgent("fair"), "greedy": ScriptedAgent("greedy")}
     scenarios = TASK.sample_scenarios(6, seed=3)
     evaluate = panel_eval(TASK, "A", panel, scenarios, metrics=("score", "reward"),
@@ -435,12 +426,12 @@ def test_panel_eval_reports_each_counterpart_and_leaves_training_untouched(dond_
     assert out["panel/games"] == 12 and evaluate(trainer) == out   # frozen and seeded: the same numbers again
 
 
-def test_report_to_tensorboard_streams_each_step_into_the_run_folder(dond_dir, tmp_path):
+def test_report_to_tensorboard_streams_each_step_into_the_run_folder(dond_toy_dir, tmp_path):
     """A live view: with report_to="tensorboard" every step's metrics go to event files under the run folder's
     tracking/<tags>/ (one tracker run per training run), and read back as they were logged."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    trainer = make_trainer(dond_dir, steps=2, report_to="tensorboard")
+    trainer = make_trainer(dond_toy_dir, steps=2, report_to="tensorboard")
     log = MetricsLogger(tmp_path)
     rows = trainer.train(log=log.tagged(method="demo", seed=3), progress=False)
     (run,) = (tmp_path / "tracking").iterdir()

@@ -12,16 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOY_CONFIG
-from dialogrl.envs.dealnodeal.corpus import dond_corpus
-from dialogrl.tiny import TinyConfig, build_tiny
-
 SCRIPT = Path(__file__).parent / "scripts" / "train_two_steps.py"
 
 
-def test_two_processes_split_the_scenarios_and_keep_identical_weights(tmp_path):
-    cfg = TinyConfig(**{**TOY_CONFIG.to_dict(), "max_length": 512, "epochs": 1.0})
-    model_dir = build_tiny(dond_corpus(200, seed=0, views="one"), cfg, out_dir=tmp_path / "model")
+def test_two_processes_split_the_scenarios_and_keep_identical_weights(dond_toy_dir, tmp_path):
+    model_dir = dond_toy_dir
     launcher = Path(sys.executable).parent / "accelerate"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([str(launcher), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",

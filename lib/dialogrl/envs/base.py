@@ -173,6 +173,20 @@ def one_marker(text: str) -> tuple[str | None, str | None]:
     return found[0], None
 
 
+def has_cue(low: str, cue: str, before: str = "", whole: bool = True) -> bool:
+    """Whether lower-case text `low` says `cue` as words: no letter a-z (nor a character of `before`) right before
+    it and, if `whole`, none right after it. The games' cue lexicons read every turn with it: str.find runs about 50
+    times faster than a regex alternation with lookbehinds, which tries every cue at every position of a long turn."""
+    i = low.find(cue)
+    while i >= 0:
+        j = i + len(cue)
+        if (i == 0 or not ("a" <= low[i - 1] <= "z" or low[i - 1] in before)) and \
+                (not whole or j == len(low) or not "a" <= low[j] <= "z"):
+            return True
+        i = low.find(cue, i + 1)
+    return False
+
+
 def check_views(views: str) -> None:
     if views not in ("both", "one"):
         raise ValueError(f"views={views!r}: choose 'both' or 'one'")

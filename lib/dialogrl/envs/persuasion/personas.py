@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key, has_cue
 from dialogrl.envs.heldout import Traits
 from dialogrl.envs.persuasion.strategies import STRATEGIES, hear
 from dialogrl.envs.persuasion.task import PERSUADEE_PROFILES, PersuasionForGood, donate_marker
@@ -370,7 +369,7 @@ def taken_up(p: AttentivePersuadee, state: GameState) -> tuple[int, int]:
         words = [w for line, w in p.mentions if line in t.text.lower()]
         if words:
             low = talk[i + 1].text.lower()
-            hit = any(re.search(r"(?<![a-z])" + re.escape(w), low) for w in words[0])
+            hit = any(has_cue(low, w, whole=False) for w in words[0])
             heard, missed = heard + hit, missed + (not hit)
     return heard, missed
 

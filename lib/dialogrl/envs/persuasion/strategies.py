@@ -13,6 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dialogrl.envs.base import has_cue
+
 STRATEGIES = ("credibility-appeal", "logical-appeal", "emotion-appeal", "personal-story", "donation-information",
               "foot-in-the-door", "self-modeling", "source-related-inquiry", "task-related-inquiry",
               "personal-related-inquiry")
@@ -44,14 +46,12 @@ CUES: dict[str, tuple[str, ...]] = {
     "ask": ("would you donate", "would you like to donate", "will you donate", "could you donate", "can you donate",
             "would you consider", "how much would you", "how much will you", "care to donate", "donate some"),
 }
-_CUE_RE = {s: re.compile("|".join(r"(?<![a-z])" + re.escape(c) + r"(?![a-z])" for c in cues))
-           for s, cues in CUES.items()}
 
 
 def hear(text: str) -> list[str]:
     """The strategies (and `ask`) a scripted persuadee hears in a persuader's turn, in LABELS order."""
     low = text.lower()
-    return [s for s in LABELS[:-1] if _CUE_RE[s].search(low)]
+    return [s for s in LABELS[:-1] if any(has_cue(low, c) for c in CUES[s])]
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")

@@ -9,9 +9,9 @@ one of the scene's `cues` (the partner's goal) or says its `ack`.
 """
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
+from dialogrl.envs.base import has_cue
 from dialogrl.envs.social.scenes import Scene
 
 CUES: dict[str, tuple[str, ...]] = {
@@ -36,8 +36,6 @@ CUES: dict[str, tuple[str, ...]] = {
 }
 ACTS: tuple[str, ...] = tuple(CUES) + ("concern",)
 
-_RE = {a: re.compile("|".join(r"(?<![a-z'])" + re.escape(c) + r"(?![a-z])" for c in cues)) for a, cues in CUES.items()}
-
 
 def hear(text: str, scene: Scene | None = None) -> list[str]:
     """The acts of one utterance, in ACTS order; `concern` needs the scene. (Cached: the rules, the partners and
@@ -48,8 +46,7 @@ def hear(text: str, scene: Scene | None = None) -> list[str]:
 @lru_cache(maxsize=1 << 16)
 def _hear(text: str, scene: Scene | None) -> tuple[str, ...]:
     low = text.lower()
-    acts = [a for a in CUES if _RE[a].search(low)]
-    if scene is not None and (scene.ack in low or any(re.search(r"(?<![a-z])" + re.escape(c), low)
-                                                       for c in scene.cues)):
+    acts = [a for a, cues in CUES.items() if any(has_cue(low, c, before="'") for c in cues)]
+    if scene is not None and (scene.ack in low or any(has_cue(low, c, whole=False) for c in scene.cues)):
         acts.append("concern")
     return tuple(acts)
