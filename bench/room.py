@@ -43,23 +43,23 @@ def setup(game: str) -> tuple:
         from dialogrl.envs.persuasion.personas import (
             PERSUADER_PERSONAS,
             PersuaderPersona,
-            PersuasionAgent,
-            persuasion_population,
+            ScriptedAgent,
+            population,
         )
 
         task = PersuasionForGood(max_exchanges=5)
-        policies = {name: PersuasionAgent(p, seed=i) for i, (name, p) in enumerate(PERSUADER_PERSONAS.items())}
+        policies = {name: ScriptedAgent(p, seed=i) for i, (name, p) in enumerate(PERSUADER_PERSONAS.items())}
         for s in STRATEGIES:
             for ask_from, again in ((2, 0.5), (4, 0.0)):
-                policies[f"{s}/ask-from-{ask_from}"] = PersuasionAgent(
+                policies[f"{s}/ask-from-{ask_from}"] = ScriptedAgent(
                     PersuaderPersona(f"{s}-{ask_from}", {s: 1.0}, ask_from=ask_from, ask_again=again), seed=1)
-        return task, policies, persuasion_population("persuadee", seed=7)
+        return task, policies, population("persuadee", seed=7)
     from dialogrl.envs.telesales import VehicleTeleSales
-    from dialogrl.envs.telesales.personas import SELLER_PERSONAS, TelesalesAgent, telesales_population
+    from dialogrl.envs.telesales.personas import SELLER_PERSONAS, ScriptedAgent, population
 
     task = VehicleTeleSales(seller_goal="success")   # notebook 04's seller objective
-    policies = {name: TelesalesAgent(p, seed=i) for i, (name, p) in enumerate(SELLER_PERSONAS.items())}
-    return task, policies, telesales_population("buyer", seed=7)
+    policies = {name: ScriptedAgent(p, seed=i) for i, (name, p) in enumerate(SELLER_PERSONAS.items())}
+    return task, policies, population("buyer", seed=7)
 
 
 def main() -> None:

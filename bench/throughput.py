@@ -66,9 +66,8 @@ def main():
         return
 
     from dialogrl.agents import LMAgent
-    from dialogrl.envs import make_task
+    from dialogrl.envs import make_task, telesales
     from dialogrl.envs.dealnodeal import ScriptedAgent
-    from dialogrl.envs.telesales import TelesalesAgent
     from dialogrl.evaluate import cross_play
     from dialogrl.models import load_model
     from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
@@ -86,7 +85,7 @@ def main():
     parts = {part: sum(r[f"time/{part}_s"] for r in rows) for part in ("rollout", "update")}
     train_s = time.perf_counter() - t0
     seat = task.roles[0]
-    partner = ScriptedAgent("fair", seed=7) if args.task == "dond" else TelesalesAgent("decisive", seed=7)
+    partner = ScriptedAgent("fair", seed=7) if args.task == "dond" else telesales.ScriptedAgent("decisive", seed=7)
     scenarios = task.sample_scenarios(args.eval, seed=900_000)
     t0 = time.perf_counter()
     cross_play(task, {"policy": LMAgent(model, tok, adapter=seat)}, {"partner": partner}, scenarios, seats=[seat],

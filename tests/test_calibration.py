@@ -8,7 +8,6 @@ from conftest import make_toy_corpus, play_texts
 from dialogrl.agents import LMAgent
 from dialogrl.calibration import (
     behaviour_distance,
-    behaviour_stats,
     calibrate_dpo,
     calibrate_sft,
     preference_pairs,
@@ -16,7 +15,7 @@ from dialogrl.calibration import (
     turn_nll,
 )
 from dialogrl.envs import DealOrNoDeal
-from dialogrl.envs.dealnodeal import DondScenario
+from dialogrl.envs.dealnodeal import BEHAVIOUR_SCALES, DondScenario, behaviour_stats
 from dialogrl.models import load_model
 
 SC = DondScenario(counts=(1, 2, 3), values=((4, 0, 2), (2, 4, 0)))  # A: book 4, ball 2; B: book 2, hat 4
@@ -36,7 +35,7 @@ def test_behaviour_stats_by_hand():
     assert b["acceptance_rate"] == 0.5 and b["opening_demand"] == 10 and math.isnan(b["concession"])
     assert a["turns"] == b["turns"] == 3.5 and a["agreement"] == b["agreement"] == 0.5
     assert a["words_per_turn"] == 3.0 and b["words_per_turn"] == pytest.approx(8 / 3)  # markers count as words
-    d = behaviour_distance(a, b)
+    d = behaviour_distance(a, b, BEHAVIOUR_SCALES)
     assert "concession" not in d  # NaN on one side: left out
     assert d["acceptance_rate"] == 0.5 and d["opening_demand"] == d["turns"] == d["agreement"] == 0.0
     assert d["words_per_turn"] == pytest.approx(1 / 30) and d["total"] == pytest.approx((0.5 + 1 / 30) / 5)

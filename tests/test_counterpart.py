@@ -8,14 +8,12 @@ import pytest
 from conftest import play_texts
 from dialogrl.agents import LMAgent
 from dialogrl.counterpart import LMCounterpart, decision_scores
+from dialogrl.envs import dealnodeal, persuasion, social, telesales
 from dialogrl.envs.base import Question
 from dialogrl.envs.dealnodeal import DealOrNoDeal
-from dialogrl.envs.dealnodeal.personas import ScriptedAgent
-from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood
+from dialogrl.envs.persuasion import PersuasionForGood
 from dialogrl.envs.social import SocialScenes
-from dialogrl.envs.social.personas import SocialAgent
 from dialogrl.envs.telesales import VehicleTeleSales
-from dialogrl.envs.telesales.personas import TelesalesAgent
 from dialogrl.rollout import play
 
 GOOD = ["hi! thanks for chatting with me.", "imagine a child going to bed hungry tonight.",
@@ -67,10 +65,10 @@ def test_the_persuadee_gives_after_a_good_persuader_not_a_rude_one(counterpart):
 def test_games_against_the_language_model_end_by_the_rules(counterpart, game):
     """Two games per task, the counterpart's decisions written as valid markers (its own text may carry others)."""
     task, role, other = {
-        "persuasion": (PersuasionForGood(max_exchanges=2), "persuadee", PersuasionAgent("storyteller")),
-        "telesales": (VehicleTeleSales(max_turns=4), "buyer", TelesalesAgent("hard-seller")),
-        "dealnodeal": (DealOrNoDeal(max_turns=4), "B", ScriptedAgent("greedy")),
-        "social": (SocialScenes(max_exchanges=2), "partner", SocialAgent("balanced")),
+        "persuasion": (PersuasionForGood(max_exchanges=2), "persuadee", persuasion.ScriptedAgent("storyteller")),
+        "telesales": (VehicleTeleSales(max_turns=4), "buyer", telesales.ScriptedAgent("hard-seller")),
+        "dealnodeal": (DealOrNoDeal(max_turns=4), "B", dealnodeal.ScriptedAgent("greedy")),
+        "social": (SocialScenes(max_exchanges=2), "partner", social.ScriptedAgent("balanced")),
     }[game]
     counterpart.stats.clear()
     episodes = play(task, {role: counterpart, task.other(role): other}, task.sample_scenarios(2, 0), seeds=[5, 6])
@@ -85,7 +83,7 @@ def test_games_against_the_language_model_end_by_the_rules(counterpart, game):
 def test_the_model_scores_sotopia_episodes_without_a_format_to_break(counterpart, shared_data):
     """The CPU judge of notebook 02's validation: SmolLM2's calibrated expected ratings of stored SOTOPIA episodes
     are finite and in range for every side (what they agree with GPT-4 on is the notebook's measure)."""
-    from dialogrl.data import load_sotopia_episodes
+    from dialogrl.envs.social.data import load_sotopia_episodes
     from dialogrl.rewards import scored_episode_estimates
 
     episodes = load_sotopia_episodes(shared_data / "sotopia")[:2]

@@ -6,9 +6,16 @@ from collections import Counter
 
 import pytest
 
-from dialogrl.data import DOND_HUB_ID, dond_record_from_hub_row, load_dond, load_dond_raw, parse_raw_line, replay
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import split_value
+from dialogrl.envs.dealnodeal.data import (
+    DOND_HUB_ID,
+    dond_record_from_hub_row,
+    load_dond,
+    load_dond_raw,
+    parse_raw_line,
+    replay,
+)
 
 TASK = DealOrNoDeal(protocol="selection", max_turns=1000)  # humans were not capped at 10 turns
 
@@ -113,7 +120,7 @@ def test_the_hub_parquet_export_reads_as_the_release(shared_data, tmp_path, monk
     export, here written from the release's val.txt, gives the records the release gives."""
     import datasets
 
-    from dialogrl import data
+    from dialogrl.envs.dealnodeal import data
 
     release = load_dond(shared_data / "dealnodeal" / "val.txt")
     folder = tmp_path / "export" / "dialogues" / "validation"

@@ -244,7 +244,7 @@ def test_bad_task_parameters_are_named():
 def test_held_out_personas_play_legal_games_to_the_end():
     """The held-out personas (one of another rule family: `reciprocal`) against every corpus persona, in both seats:
     every game ends by the rules, nothing is invalid, and some games agree."""
-    from dialogrl.envs.dealnodeal import PERSONAS, UNSEEN_PERSONAS, ScriptedAgent, persona_population
+    from dialogrl.envs.dealnodeal import PERSONAS, UNSEEN_PERSONAS, ScriptedAgent, population
     from dialogrl.rollout import play
 
     task = DealOrNoDeal(protocol="offer")
@@ -255,7 +255,7 @@ def test_held_out_personas_play_legal_games_to_the_end():
                           {"A": ScriptedAgent(other, 1), "B": ScriptedAgent(new, 2)}):
                 m = task.metrics([e.state for e in play(task, seats, scenarios)])
                 assert m["invalid_rate"] == 0 and m["agreement"] > 0, (new, other, m)
-    casual = persona_population(["reciprocal", "firm"], seed=1, style="casual")   # the human style of notebook 01
+    casual = population("A", ["reciprocal", "firm"], seed=1, style="casual")   # the human style of notebook 01
     assert {m.persona.style for m in casual.members.values()} == {"casual"}
 
 

@@ -115,12 +115,13 @@ def test_intervals_cover_the_truth_with_few_seeds(n_seeds, seed_sd):
 
 
 def test_game_rows_carry_the_tasks_own_outcome_fields():
-    from dialogrl.envs.telesales import TelesalesAgent, VehicleTeleSales
+    from dialogrl.envs.telesales import ScriptedAgent as Seller
+    from dialogrl.envs.telesales import VehicleTeleSales
     from dialogrl.evaluate import game_rows
     from dialogrl.rollout import play
 
     task = VehicleTeleSales()
-    eps = play(task, {"seller": TelesalesAgent("fair", 0), "buyer": TelesalesAgent(None, 1)},
+    eps = play(task, {"seller": Seller("fair", 0), "buyer": Seller(None, 1)},
                task.sample_scenarios(20, seed=0))
     rows = game_rows(task, eps, "seller")
     assert {"sale", "good_sale", "feasible", "n_invalid"} <= set(rows[0])

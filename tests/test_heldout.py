@@ -134,7 +134,7 @@ def test_social_held_out_partners_are_held_out():
 
 
 def test_sotopia_partners_are_far_from_training_and_from_each_other(shared_data):
-    from dialogrl.data import load_sotopia_profiles
+    from dialogrl.envs.social.data import load_sotopia_profiles
 
     chars = load_sotopia_profiles(shared_data / "sotopia")
     train = {n: social.traits(p) for n, p in PARTNERS.items()}

@@ -14,7 +14,7 @@ import pytest
 import dialogrl
 
 LIB = Path(dialogrl.__file__).parent
-GAMES = LIB / "envs"
+GAMES_DIR = LIB / "envs"
 # The layers, bottom to top (module names without "dialogrl.", fnmatch patterns): a module imports only from its own
 # layer and the layers below it, at import time and inside functions alike. lib/dialogrl/README.md states this map.
 LAYERS = {
@@ -22,7 +22,7 @@ LAYERS = {
              "parallel"],
     "rollout": ["rollout"],
     "games": ["envs", "envs.*"],
-    "models": ["data", "tiny", "models", "packaged", "trl_compat"],
+    "models": ["tiny", "models", "packaged", "trl_compat"],
     "agents": ["agents", "counterpart", "sampling", "fastdecode"],
     "rl": ["rl", "rl.*", "calibration"],
     "evaluate": ["evaluate", "theory", "claims", "plots", "compare"],
@@ -162,11 +162,21 @@ def test_every_module_imports_first():
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-@pytest.mark.parametrize("game", sorted(p.name for p in GAMES.iterdir() if p.is_dir() and p.name != "__pycache__"))
+@pytest.mark.parametrize("game", sorted(p.name for p in GAMES_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"))
 def test_each_game_is_one_package_of_the_same_shape(game):
-    files = {p.name for p in (GAMES / game).glob("*.py")}
-    assert {"__init__.py", "task.py", "personas.py", "corpus.py"} <= files, f"envs/{game}: {sorted(files)}"
-    from dialogrl.envs import TASKS
+    """The files of envs/README.md, the exports every game has under the same names, and the registries that
+    collect them: the game's task in TASKS, its embedded models in tiny.TINY_MODELS."""
+    import inspect
 
-    assert any(cls.__module__ == f"dialogrl.envs.{game}.task" for cls in TASKS.values()), \
-        f"envs/{game}/task.py's Task is not registered in dialogrl.envs.TASKS"
+    from dialogrl.envs import GAME_EXPORTS, GAMES, TASKS
+    from dialogrl.tiny import TINY_MODELS
+
+    files = {p.name for p in (GAMES_DIR / game).glob("*.py")}
+    assert {"__init__.py", "task.py", "personas.py", "corpus.py"} <= files, f"envs/{game}: {sorted(files)}"
+    package = next((m for m in GAMES.values() if m.__name__ == f"dialogrl.envs.{game}"), None)
+    assert package is not None, f"envs/{game} is not registered in dialogrl.envs.GAMES (does it export TASK?)"
+    assert all(hasattr(package, n) for n in GAME_EXPORTS)
+    assert TASKS[package.TASK.name] is package.TASK and package.TASK.__module__ == f"dialogrl.envs.{game}.task"
+    assert list(inspect.signature(package.population).parameters)[:4] == ["role", "names", "weights", "seed"]
+    assert package.TINY_MODELS and all(TINY_MODELS[n].corpus.__module__.startswith(f"dialogrl.envs.{game}.")
+                                       for n in package.TINY_MODELS)

@@ -112,15 +112,15 @@ def persuasion_gain(build_seed: int = 0, size: str = "full"):
     +9.5 and +15.0 points. At lr 1e-3 (an earlier setting) the full build 0 gained only +4.0 with one thread and +6.8
     with two: CI failed on it. At 16 games a step (2026-12-04): +7.5, +5.0 [+1.0, +9.25] and +13.5 points, at 24:
     +5.75, +5.0 [+1.25, +8.75] and +7.5, too close to zero on build 1: the test keeps 32."""
-    from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood
+    from dialogrl.envs.persuasion import PersuasionForGood, ScriptedAgent
 
     task = PersuasionForGood()
     model, tok = warm_start("tiny-persuasion", build_seed, size=size)
     roles = {"persuader": RoleSpec(adapter="policy", trainable=True, lr=PERSUASION_SETUP["lr"]),
-             "persuadee": RoleSpec(agent=PersuasionAgent("skeptical", 1))}
+             "persuadee": RoleSpec(agent=ScriptedAgent("skeptical", 1))}
     config = TrainConfig(**_budget(PERSUASION_SETUP), kl_coef=0.05, seed=0)
     diff, rows, both = _train_and_compare(task, model, tok, roles, config, "persuader",
-                                          lambda: {"persuadee": PersuasionAgent("skeptical", 0)}, "success")
+                                          lambda: {"persuadee": ScriptedAgent("skeptical", 0)}, "success")
     print(f"build {build_seed}: donation rate vs skeptical {both.groupby('policy').success.mean().to_dict()}, {diff}")
     return diff, rows
 
@@ -139,18 +139,18 @@ def social_gain(build_seed: int = 0, size: str = "full"):
     ([+4.0, +13.0] on build 1), 6.3-6.8 minutes each, the build included. On the full builds
     (2026-12-01): +17.0, +14.8 and +29.5 points at 40 steps (the relationship +0.56, +0.55, +0.90; mean clipfrac
     0.008-0.018); at 60 steps +23.3, +29.3, +28.8."""
-    from dialogrl.envs.social import SocialAgent, SocialScenes
+    from dialogrl.envs.social import ScriptedAgent, SocialScenes
     from dialogrl.envs.social.judge import RuleJudge
     from dialogrl.rewards import ProcessReward
 
     task = SocialScenes(partners=["guarded"])
     model, tok = warm_start("tiny-social", build_seed, size=size)
     roles = {"agent": RoleSpec(adapter="policy", trainable=True, lr=SOCIAL_SETUP["lr"]),
-             "partner": RoleSpec(agent=SocialAgent(None, 1))}
+             "partner": RoleSpec(agent=ScriptedAgent(None, 1))}
     config = TrainConfig(**_budget(SOCIAL_SETUP), algorithm="ppo", gamma=0.95, lam=0.95,
                          ratio_level="utterance", minibatches=2, seed=0)
     diff, rows, both = _train_and_compare(task, model, tok, roles, config, "agent",
-                                          lambda: {"partner": SocialAgent(None, 0)}, "success",
+                                          lambda: {"partner": ScriptedAgent(None, 0)}, "success",
                                           turn_rewards=ProcessReward(RuleJudge(), task, schedule="dynamic", coef=0.3))
     rel = paired_difference(both, "rl", "base", "relationship")
     print(f"build {build_seed}: goal rate vs guarded {both.groupby('policy').success.mean().to_dict()}, {diff}; "

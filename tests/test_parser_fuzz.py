@@ -11,6 +11,7 @@ import string
 
 import pytest
 
+from dialogrl.envs import GAMES, TASKS, dealnodeal, persuasion, social, telesales
 from dialogrl.envs.base import Agent, has_cue
 from dialogrl.envs.dealnodeal import (
     ITEMS,
@@ -19,14 +20,13 @@ from dialogrl.envs.dealnodeal import (
     count_vectors,
     parse_offer,
     parse_selection,
-    persona_population,
 )
 from dialogrl.envs.persuasion import LABELS as PERSUASION_LABELS
-from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood, persuasion_population
+from dialogrl.envs.persuasion import PersuasionForGood
 from dialogrl.envs.persuasion import hear as hear_strategies
 from dialogrl.envs.persuasion import parse_marker as parse_donation
 from dialogrl.envs.social import ACTS as SOCIAL_ACTS
-from dialogrl.envs.social import TRAIN_SCENES, SocialAgent, SocialScenes, social_population
+from dialogrl.envs.social import TRAIN_SCENES, SocialScenes
 from dialogrl.envs.social import hear as hear_acts
 from dialogrl.envs.social import parse_marker as parse_agreement
 from dialogrl.envs.social.judge import RuleJudge
@@ -34,11 +34,9 @@ from dialogrl.envs.telesales import (
     CATALOG,
     MAX_PRICE,
     UNSEEN_BUYERS,
-    TelesalesAgent,
     VehicleTeleSales,
     hear,
     parse_marker,
-    telesales_population,
 )
 from dialogrl.rollout import play
 
@@ -287,8 +285,8 @@ def test_lookalike_digits_never_parse_as_numbers():
 # ------------------------------------------------------------------------------------------------ whole games
 
 class FuzzAgent(Agent):
-    """Says a fuzz string every turn; sometimes, so that games also end by a deal, a marker built from the game
-    (a proposal within the pool, a BUY of a standing offer). Seeded per (seed, scenario, role, turn)."""
+    """Says a fuzz string every turn; sometimes a marker built from the game (MARKERS). Seeded per (seed, scenario,
+    role, turn)."""
     name = "fuzz"
 
     def __init__(self, seed: int = 0):
@@ -301,20 +299,61 @@ class FuzzAgent(Agent):
         rng = random.Random(f"{self.seed}/{r.state.scenario.id}/{r.role}/{len(r.state.turns)}")
         if rng.random() < 0.01:
             return long_text(rng)
-        if rng.random() < 0.2:
-            if isinstance(r.task, DealOrNoDeal):
-                share = [rng.randint(0, c) for c in r.state.scenario.counts]
-                if r.state.info.get("phase") == "select":
-                    return " ".join(f"{i}={n}" for i, n in zip(ITEMS, share))
-                return rng.choice(["[accept]", "[propose " + " ".join(f"{i}={n}" for i, n in zip(ITEMS, share)) + "]"])
-            if isinstance(r.task, PersuasionForGood):
-                return rng.choice(["[DONATE $1]", "[DONATE $0]", f"[DONATE ${rng.uniform(0, 3):.2f}]"])
-            if isinstance(r.task, SocialScenes):
-                return rng.choice(["[AGREE]", "[AGREE PARTLY]", "[REFUSE]", "[agree fully]"])
-            offers = r.state.info.get("offers") or [(rng.choice(r.state.scenario.lot), rng.randint(1000, 60000))]
-            v, price = rng.choice(offers)
-            return rng.choice([f"[OFFER {v} ${price}]", f"[BUY {v} ${price:,}]", "[ACCEPT]"])
+        markers = MARKERS.get(type(r.task))
+        if markers is not None and rng.random() < 0.2:
+            return markers(rng, r.state)
         return fuzz_text(rng)
+
+
+def dond_markers(rng: random.Random, state) -> str:
+    share = [rng.randint(0, c) for c in state.scenario.counts]
+    if state.info.get("phase") == "select":
+        return " ".join(f"{i}={n}" for i, n in zip(ITEMS, share))
+    return rng.choice(["[accept]", "[propose " + " ".join(f"{i}={n}" for i, n in zip(ITEMS, share)) + "]"])
+
+
+def telesales_markers(rng: random.Random, state) -> str:
+    offers = state.info.get("offers") or [(rng.choice(state.scenario.lot), rng.randint(1000, 60000))]
+    v, price = rng.choice(offers)
+    return rng.choice([f"[OFFER {v} ${price}]", f"[BUY {v} ${price:,}]", "[ACCEPT]"])
+
+
+# Markers built from the game (a proposal within the pool, a BUY of a standing offer), so that games also end by a
+# deal; a game without an entry hears fuzz strings only
+MARKERS = {
+    DealOrNoDeal: dond_markers,
+    VehicleTeleSales: telesales_markers,
+    PersuasionForGood: lambda rng, state: rng.choice(["[DONATE $1]", "[DONATE $0]",
+                                                      f"[DONATE ${rng.uniform(0, 3):.2f}]"]),
+    SocialScenes: lambda rng, state: rng.choice(["[AGREE]", "[AGREE PARTLY]", "[REFUSE]", "[agree fully]"]),
+}
+
+
+def fuzz_in_every_seat(task, game, n_games: int = 60, seed: int = 0) -> set[str]:
+    """Whole games of `task` with fuzz strings in every seat: fuzz against fuzz, then fuzz in each seat against the
+    game's scripted population (`game.population(role)`) in the others. Every game ends (by the rules or the turn
+    cap), never raises, and has an outcome; the metrics read them all. Returns how the games ended."""
+    scenarios = task.sample_scenarios(n_games, seed=seed)
+    seatings = [{r: FuzzAgent(seed + i) for i, r in enumerate(task.roles)}]
+    seatings += [{q: FuzzAgent(seed + 100 + i) if q == r else game.population(q, seed=seed) for q in task.roles}
+                 for i, r in enumerate(task.roles)]
+    ends = set()
+    for agents in seatings:
+        episodes = play(task, agents, scenarios)
+        assert all(e.state.done for e in episodes)
+        cap = getattr(task, "max_turns", None)
+        assert cap is None or all(len(e.state.talk_turns()) <= cap for e in episodes)
+        assert all(set(task.outcome(e.state)) == set(task.roles) for e in episodes)
+        task.metrics([e.state for e in episodes])
+        ends |= {e.state.end_reason for e in episodes}
+    return ends
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_registered_game_survives_fuzz_in_every_seat(name):
+    """Every game of the registry (a new game's folder included, with no change here), at its default settings."""
+    ends = fuzz_in_every_seat(TASKS[name](), GAMES[name])
+    assert ends and None not in ends
 
 
 def finished(task, episodes, cap: int):
@@ -331,9 +370,9 @@ def test_dond_offer_games_with_fuzz_in_every_seat(max_turns):
     scenarios = task.sample_scenarios(150, seed=max_turns)
     ends = set()
     for agents in [{"A": FuzzAgent(1), "B": FuzzAgent(2)},
-                   {"A": FuzzAgent(3), "B": persona_population(seed=4)},
-                   {"A": persona_population(seed=5), "B": FuzzAgent(6)},
-                   {"A": persona_population(list(UNSEEN_PERSONAS), seed=5), "B": FuzzAgent(6)}]:
+                   {"A": FuzzAgent(3), "B": dealnodeal.population("B", seed=4)},
+                   {"A": dealnodeal.population("A", seed=5), "B": FuzzAgent(6)},
+                   {"A": dealnodeal.population("A", list(UNSEEN_PERSONAS), seed=5), "B": FuzzAgent(6)}]:
         ends |= finished(task, play(task, agents, scenarios), cap=max_turns)
     assert ends <= {"accept", "no_deal", "turn_cap"} and "accept" in ends and "turn_cap" in ends
 
@@ -350,13 +389,13 @@ def test_dond_selection_games_with_fuzz_in_every_seat(max_turns):
 def test_telesales_games_with_fuzz_in_every_seat(max_turns):
     task = VehicleTeleSales(max_turns=max_turns)
     scenarios = task.sample_scenarios(150, seed=max_turns)
-    buyers = telesales_population("buyer", None, seed=9)
+    buyers = telesales.population("buyer", None, seed=9)
     ends = set()
     for agents in [{"seller": FuzzAgent(10), "buyer": FuzzAgent(11)},
-                   {"seller": FuzzAgent(12), "buyer": TelesalesAgent(None, seed=13)},
+                   {"seller": FuzzAgent(12), "buyer": telesales.ScriptedAgent(None, seed=13)},
                    {"seller": FuzzAgent(14), "buyer": buyers},
-                   {"seller": FuzzAgent(15), "buyer": telesales_population("buyer", list(UNSEEN_BUYERS), seed=16)},
-                   {"seller": telesales_population("seller", seed=17), "buyer": FuzzAgent(18)}]:
+                   {"seller": FuzzAgent(15), "buyer": telesales.population("buyer", list(UNSEEN_BUYERS), seed=16)},
+                   {"seller": telesales.population("seller", seed=17), "buyer": FuzzAgent(18)}]:
         ends |= finished(task, play(task, agents, scenarios), cap=max_turns)
     assert ends <= {"buy", "leave", "turn_cap"} and "buy" in ends and "turn_cap" in ends
 
@@ -377,11 +416,11 @@ def test_persuasion_games_with_fuzz_in_every_seat(max_exchanges):
     scenarios = task.sample_scenarios(150, seed=max_exchanges)
     ends = set()
     for agents in [{"persuader": FuzzAgent(20), "persuadee": FuzzAgent(21)},
-                   {"persuader": FuzzAgent(22), "persuadee": PersuasionAgent(None, seed=23)},
-                   {"persuader": FuzzAgent(24), "persuadee": persuasion_population("persuadee", ["reluctant",
+                   {"persuader": FuzzAgent(22), "persuadee": persuasion.ScriptedAgent(None, seed=23)},
+                   {"persuader": FuzzAgent(24), "persuadee": persuasion.population("persuadee", ["reluctant",
                                                                                                  "contrarian",
                                                                                                  "attentive"])},
-                   {"persuader": persuasion_population("persuader", seed=25), "persuadee": FuzzAgent(26)}]:
+                   {"persuader": persuasion.population("persuader", seed=25), "persuadee": FuzzAgent(26)}]:
         ends |= finished(task, play(task, agents, scenarios), cap=2 * max_exchanges)
     assert ends == {"donate", "turn_cap"}
 
@@ -392,9 +431,9 @@ def test_social_games_with_fuzz_in_every_seat_and_the_judge_reads_them(max_excha
     scenarios = task.sample_scenarios(150, seed=max_exchanges)
     ends, judge = set(), RuleJudge()
     for agents in [{"agent": FuzzAgent(30), "partner": FuzzAgent(31)},
-                   {"agent": FuzzAgent(32), "partner": SocialAgent(None, seed=33)},
-                   {"agent": FuzzAgent(34), "partner": social_population("partner", ["proud", "easygoing", "literal"])},
-                   {"agent": social_population("agent", seed=35), "partner": FuzzAgent(36)}]:
+                   {"agent": FuzzAgent(32), "partner": social.ScriptedAgent(None, seed=33)},
+                   {"agent": FuzzAgent(34), "partner": social.population("partner", ["proud", "easygoing", "literal"])},
+                   {"agent": social.population("agent", seed=35), "partner": FuzzAgent(36)}]:
         episodes = play(task, agents, scenarios)
         ends |= finished(task, episodes, cap=2 * max_exchanges + 1)
         for e in episodes:

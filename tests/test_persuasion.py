@@ -18,15 +18,15 @@ from dialogrl.envs.persuasion import (
     PERSUADER_PERSONAS,
     STRATEGIES,
     UNSEEN_PERSUADEES,
-    PersuasionAgent,
     PersuasionForGood,
     PersuasionScenario,
+    ScriptedAgent,
     StrategyClassifier,
     donate_marker,
     fit_human_response,
     hear,
     parse_marker,
-    persuasion_population,
+    population,
     sample_scenario,
 )
 from dialogrl.envs.persuasion.corpus import persuasion_corpus
@@ -143,7 +143,7 @@ def test_personas_play_each_other_and_strategy_matters():
     rates = {}
     for pr in PERSUADER_PERSONAS:
         for pe in ALL_PERSUADEES:
-            eps = play(TASK, {"persuader": PersuasionAgent(pr), "persuadee": PersuasionAgent(pe)}, scenarios)
+            eps = play(TASK, {"persuader": ScriptedAgent(pr), "persuadee": ScriptedAgent(pe)}, scenarios)
             m = TASK.metrics([e.state for e in eps])
             assert m["invalid_rate"] == 0 and m["donate_rate"] == 1.0   # a scripted persuadee always decides
             rates[pr, pe] = m["success"]
@@ -157,11 +157,11 @@ def test_persuadee_gives_more_the_more_it_is_moved():
     """The decision model by hand: a persuadee's log-odds add the human fit and its persona's likes."""
     p = PERSUADEE_PERSONAS["sympathetic"]
     state = play_texts(TASK, SC, ["imagine a child going to bed hungry tonight.", "oh."])
-    z = PersuasionAgent.wish(p, state)
+    z = ScriptedAgent.wish(p, state)
     assert z == pytest.approx(HUMAN_FIT["intercept"] + p.base + SC.mood + HUMAN_FIT["beta"]["emotion-appeal"]
                               + p.likes["emotion-appeal"])
     cold = play_texts(TASK, SC, ["would you donate?", "hmm."])
-    assert PersuasionAgent.wish(p, cold) == pytest.approx(HUMAN_FIT["intercept"] + p.base - 0.5)
+    assert ScriptedAgent.wish(p, cold) == pytest.approx(HUMAN_FIT["intercept"] + p.base - 0.5)
 
 
 def test_attentive_persuadee_gives_to_a_persuader_who_listens():
@@ -175,11 +175,11 @@ def test_attentive_persuadee_gives_to_a_persuader_who_listens():
     heard = play_texts(TASK, SC, ["hi there!", f"hi. {mention}", "a nurse? that must be hard work.", "it is."])
     missed = play_texts(TASK, SC, ["hi there!", f"hi. {mention}", "imagine a child going to bed hungry tonight.",
                                    "hmm."])
-    assert PersuasionAgent.attentive_wish(p, heard) == pytest.approx(p.base + SC.mood + p.uptake)
-    assert PersuasionAgent.attentive_wish(p, missed) == pytest.approx(p.base + SC.mood - p.ignored)
+    assert ScriptedAgent.attentive_wish(p, heard) == pytest.approx(p.base + SC.mood + p.uptake)
+    assert ScriptedAgent.attentive_wish(p, missed) == pytest.approx(p.base + SC.mood - p.ignored)
     plain = play_texts(TASK, SC, ["hi there!", "hello."])
     moving = play_texts(TASK, SC, ["imagine a child going to bed hungry tonight. i'll donate too.", "hello."])
-    assert PersuasionAgent.attentive_wish(p, plain) == PersuasionAgent.attentive_wish(p, moving)  # strategies: none
+    assert ScriptedAgent.attentive_wish(p, plain) == ScriptedAgent.attentive_wish(p, moving)  # strategies: none
 
     class Echo(Agent):   # says the persuadee's last line back to it; asks from its third turn
         def act(self, requests):
@@ -191,10 +191,10 @@ def test_attentive_persuadee_gives_to_a_persuader_who_listens():
 
     scenarios = TASK.sample_scenarios(200, seed=2)
     echo = TASK.metrics([e.state for e in play(TASK, {"persuader": Echo(),
-                                                      "persuadee": PersuasionAgent("attentive", 1)}, scenarios)])
+                                                      "persuadee": ScriptedAgent("attentive", 1)}, scenarios)])
     for name in PERSUADER_PERSONAS:
-        m = TASK.metrics([e.state for e in play(TASK, {"persuader": PersuasionAgent(name),
-                                                       "persuadee": PersuasionAgent("attentive", 1)}, scenarios)])
+        m = TASK.metrics([e.state for e in play(TASK, {"persuader": ScriptedAgent(name),
+                                                       "persuadee": ScriptedAgent("attentive", 1)}, scenarios)])
         assert m["invalid_rate"] == 0 and m["donate_rate"] == 1.0
         assert echo["success"] > m["success"] + 0.2, (name, echo["success"], m["success"])
 
@@ -210,21 +210,21 @@ def test_persona_likes_average_to_the_human_fit():
 
 def test_scripted_agents_are_deterministic_per_game_and_keep_to_their_role():
     scenarios = TASK.sample_scenarios(30, seed=2)
-    agents = {"persuader": persuasion_population("persuader", seed=1), "persuadee": PersuasionAgent(None, seed=2)}
+    agents = {"persuader": population("persuader", seed=1), "persuadee": ScriptedAgent(None, seed=2)}
     a = [e.transcript() for e in play(TASK, agents, scenarios)]
     b = [e.transcript() for e in play(TASK, agents, scenarios[::-1])][::-1]
     assert a == b   # each game plays the same whatever else is in the batch
     with pytest.raises(ValueError, match="cannot play the persuader"):
-        play(TASK, {"persuader": PersuasionAgent("frugal"), "persuadee": PersuasionAgent(None)}, scenarios[:1])
+        play(TASK, {"persuader": ScriptedAgent("frugal"), "persuadee": ScriptedAgent(None)}, scenarios[:1])
     with pytest.raises(ValueError, match="unknown persona 'nobody'"):
-        PersuasionAgent("nobody")
+        ScriptedAgent("nobody")
     with pytest.raises(ValueError, match="unknown persuadee persona"):
-        persuasion_population("persuadee", ["nobody"])
+        population("persuadee", ["nobody"])
 
 
 def test_populations_mix_personas_and_land_near_the_human_rate():
-    eps = play(TASK, {"persuader": persuasion_population("persuader", seed=1),
-                      "persuadee": PersuasionAgent(None, seed=2)}, TASK.sample_scenarios(600, seed=77))
+    eps = play(TASK, {"persuader": population("persuader", seed=1),
+                      "persuadee": ScriptedAgent(None, seed=2)}, TASK.sample_scenarios(600, seed=77))
     assert {e.agents["persuader"] for e in eps} == set(PERSUADER_PERSONAS)
     assert {e.scenario.persona for e in eps} == set(PERSUADEE_PERSONAS)
     m = TASK.metrics([e.state for e in eps])
@@ -264,13 +264,13 @@ def test_bad_task_parameters_are_named():
 
 @pytest.fixture(scope="module")
 def p4g(shared_data):
-    from dialogrl.data import load_p4g
+    from dialogrl.envs.persuasion.data import load_p4g
 
     return load_p4g(shared_data / "persuasionforgood")
 
 
 def test_loader_reads_the_release(p4g, tmp_path):
-    from dialogrl.data import load_p4g
+    from dialogrl.envs.persuasion.data import load_p4g
 
     assert len(p4g) == 1017 and sum(r.sentences is not None for r in p4g) == 300
     assert all(r.turns[0][0] == "persuader" for r in p4g)
@@ -309,7 +309,7 @@ def test_human_fit_constants_come_from_the_data(p4g):
 
 
 def test_human_persuadee_corpus(shared_data):
-    from dialogrl.data import p4g_human_corpus
+    from dialogrl.envs.persuasion.data import p4g_human_corpus
 
     corpus = p4g_human_corpus(shared_data / "persuasionforgood")
     check_corpus(corpus)

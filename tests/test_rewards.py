@@ -6,7 +6,7 @@ import math
 import pytest
 
 from conftest import play_texts
-from dialogrl.envs.social import PARTNERS, TRAIN_SCENES, SocialAgent, SocialScenario, SocialScenes, social_population
+from dialogrl.envs.social import PARTNERS, TRAIN_SCENES, ScriptedAgent, SocialScenario, SocialScenes, population
 from dialogrl.envs.social.judge import RuleJudge
 from dialogrl.rewards import (
     DIMENSIONS,
@@ -188,7 +188,7 @@ def test_llm_judge_with_a_real_tiny_model_counts_every_unusable_answer(toy_model
 
     model, tok = load_model(str(toy_model_dir))
     judge = LLMJudge(LMAgent(model, tok, max_new_tokens=24), fallback=RuleJudge())
-    eps = play(TASK, {"agent": social_population("agent", seed=1), "partner": SocialAgent(None, seed=2)},
+    eps = play(TASK, {"agent": population("agent", seed=1), "partner": ScriptedAgent(None, seed=2)},
                TASK.sample_scenarios(3, seed=0))
     pr = ProcessReward(judge, TASK)
     rewards = [pr(e, "agent") for e in eps]

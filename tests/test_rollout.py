@@ -5,7 +5,7 @@ import torch
 from conftest import play_texts
 from dialogrl.agents import LMAgent
 from dialogrl.envs import DealOrNoDeal
-from dialogrl.envs.dealnodeal import PERSONAS, ScriptedAgent, persona_population
+from dialogrl.envs.dealnodeal import PERSONAS, ScriptedAgent, population
 from dialogrl.envs.dealnodeal.corpus import dond_corpus
 from dialogrl.models import load_model
 from dialogrl.rollout import play
@@ -48,18 +48,18 @@ def test_same_seed_same_games():
     scenarios = TASK.sample_scenarios(30, seed=3)
 
     def run():
-        pop_a, pop_b = persona_population(seed=1), persona_population(seed=2)
+        pop_a, pop_b = population("A", seed=1), population("B", seed=2)
         return [e.transcript() for e in play(TASK, {"A": pop_a, "B": pop_b}, scenarios)]
     assert run() == run()
 
 
 def test_population_draws_each_member_reproducibly():
-    pop = persona_population(["greedy", "fair"], weights={"greedy": 3.0, "fair": 1.0}, seed=0)
+    pop = population("A", ["greedy", "fair"], weights={"greedy": 3.0, "fair": 1.0}, seed=0)
     eps = play(TASK, {"A": pop, "B": ScriptedAgent("fair", 0)}, TASK.sample_scenarios(400, seed=4))
     picks = [e.agents["A"] for e in eps]
     assert set(picks) == {"greedy", "fair"} and 0.65 < picks.count("greedy") / len(picks) < 0.85
-    with pytest.raises(ValueError, match="unknown persona"):
-        persona_population(["nobody"])
+    with pytest.raises(ValueError, match="unknown A persona"):
+        population("A", ["nobody"])
 
 
 def test_corpus_views():

@@ -13,14 +13,14 @@ from dialogrl.envs.social import (
     PARTNERS,
     TRAIN_SCENES,
     UNSEEN_PARTNERS,
-    SocialAgent,
+    ScriptedAgent,
     SocialScenario,
     SocialScenes,
     hear,
     parse_marker,
+    population,
     profile_from_traits,
     relationship_trace,
-    social_population,
 )
 from dialogrl.envs.social.corpus import social_corpus
 from dialogrl.envs.social.judge import RuleJudge, stage_of
@@ -146,11 +146,11 @@ def test_literal_partner_reads_concrete_terms_and_no_acts():
 
     task = SocialScenes(scenes="hard", partners=["literal"])
     scenarios = task.sample_scenarios(200, seed=4)
-    specific = task.metrics([e.state for e in play(task, {"agent": Specific(), "partner": SocialAgent(None, 2)},
+    specific = task.metrics([e.state for e in play(task, {"agent": Specific(), "partner": ScriptedAgent(None, 2)},
                                                    scenarios)])
     for name in AGENT_PERSONAS:
-        m = task.metrics([e.state for e in play(task, {"agent": SocialAgent(name, 1),
-                                                       "partner": SocialAgent(None, 2)}, scenarios)])
+        m = task.metrics([e.state for e in play(task, {"agent": ScriptedAgent(name, 1),
+                                                       "partner": ScriptedAgent(None, 2)}, scenarios)])
         assert m["invalid_rate"] == 0 and m["turns"] <= task.max_turns
         assert specific["goal_rate"] > m["goal_rate"] + 0.2, (name, specific["goal_rate"], m["goal_rate"])
 
@@ -168,7 +168,7 @@ def test_profiles_from_big_five_follow_the_stated_rules():
 
 def _metrics(agent, scenes="train", n=600):
     task = SocialScenes(scenes=scenes, partners=list(ALL_PARTNERS))
-    eps = play(task, {"agent": SocialAgent(agent, seed=1), "partner": SocialAgent(None, seed=2)},
+    eps = play(task, {"agent": ScriptedAgent(agent, seed=1), "partner": ScriptedAgent(None, seed=2)},
                task.sample_scenarios(n, seed=11))
     return task.metrics([e.state for e in eps])
 
@@ -183,8 +183,8 @@ def test_goal_and_relationship_trade_off_among_scripted_strategies():
     # against a pushover, pressure buys agreement: pushy's partial-or-full rate beats a polite direct ask's
     pliant = SocialScenes(partners=["pliant"])
     sc = pliant.sample_scenarios(600, seed=3)
-    rate = {a: pliant.metrics([e.state for e in play(pliant, {"agent": SocialAgent(a, seed=1),
-                                                                 "partner": SocialAgent(None, seed=2)}, sc)])
+    rate = {a: pliant.metrics([e.state for e in play(pliant, {"agent": ScriptedAgent(a, seed=1),
+                                                                 "partner": ScriptedAgent(None, seed=2)}, sc)])
             for a in ("pushy", "direct")}
     assert rate["pushy"]["agree_rate"] > rate["direct"]["agree_rate"] - 0.05
     assert rate["pushy"]["relationship"] < rate["direct"]["relationship"] - 1
@@ -196,16 +196,16 @@ def test_hard_scenes_are_harder():
 
 def test_personas_are_deterministic_and_role_checked():
     sc = TASK.sample_scenarios(30, seed=2)
-    agents = {"agent": social_population("agent", seed=1), "partner": SocialAgent(None, seed=2)}
+    agents = {"agent": population("agent", seed=1), "partner": ScriptedAgent(None, seed=2)}
     a = [[t.text for t in e.state.turns] for e in play(TASK, agents, sc)]
     b = [[t.text for t in e.state.turns] for e in play(TASK, agents, sc)]
     assert a == b and set(AGENT_PERSONAS) >= {"balanced", "pushy", "flatterer"}
     with pytest.raises(ValueError, match="cannot play the partner"):
-        play(TASK, {"agent": SocialAgent("pushy"), "partner": SocialAgent("pushy")}, sc[:1])
+        play(TASK, {"agent": ScriptedAgent("pushy"), "partner": ScriptedAgent("pushy")}, sc[:1])
     with pytest.raises(ValueError, match="unknown persona"):
-        SocialAgent("nobody")
+        ScriptedAgent("nobody")
     with pytest.raises(ValueError, match="unknown partner persona"):
-        social_population("partner", ["nobody"])
+        population("partner", ["nobody"])
 
 
 def test_scripted_texts_read_as_the_speaker_says_them():
@@ -242,7 +242,7 @@ def test_task_is_registered_and_bad_parameters_are_named():
 
 def test_rule_judge_writes_two_to_four_criteria_per_dimension_and_reads_stages_from_context():
     sc = TASK.sample_scenarios(200, seed=7)
-    eps = play(TASK, {"agent": social_population("agent", seed=1), "partner": SocialAgent(None, seed=2)}, sc)
+    eps = play(TASK, {"agent": population("agent", seed=1), "partner": ScriptedAgent(None, seed=2)}, sc)
     judge = RuleJudge()
     stages = []
     for e in eps:
@@ -288,7 +288,7 @@ def test_episode_estimates_read_agreement_and_warmth():
 # -------------------------------------------------------------------------------------------- real data
 
 def test_sotopia_loaders_and_the_hard_scene_ids(shared_data):
-    from dialogrl.data import load_sotopia_episodes, load_sotopia_profiles
+    from dialogrl.envs.social.data import load_sotopia_episodes, load_sotopia_profiles
 
     eps = load_sotopia_episodes(shared_data / "sotopia")
     assert len(eps) == 28 and {e.env_id for e in eps} == set(HARD_SCENES)

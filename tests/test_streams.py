@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from dialogrl.agents import LMAgent, VerbalizedSampling
-from dialogrl.envs import DealOrNoDeal
+from dialogrl.envs import DealOrNoDeal, social
 from dialogrl.envs.base import game_key
 from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.envs.social import SocialAgent, SocialScenes
+from dialogrl.envs.social import SocialScenes
 from dialogrl.evaluate import cross_play
 from dialogrl.models import load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
@@ -62,7 +62,7 @@ def test_games_of_one_scenario_draw_apart_with_seeds_and_alike_without():
     private draws (talk, thresholds) differ; without seeds they key on the scenario and all games are one game."""
     task = SocialScenes()
     scenario = task.sample_scenarios(1, seed=0)[0]
-    agents = {"agent": SocialAgent("hesitant", seed=1), "partner": SocialAgent(None, seed=2)}
+    agents = {"agent": social.ScriptedAgent("hesitant", seed=1), "partner": social.ScriptedAgent(None, seed=2)}
     seeded = play(task, agents, [scenario] * 12, seeds=[stream_seed("train-games", 0, 0, j) for j in range(12)])
     plain = play(task, agents, [scenario] * 12)
     assert len({str(g) for g in games(seeded)}) > 6 and len({str(g) for g in games(plain)}) == 1

@@ -15,7 +15,7 @@ from dialogrl.envs.telesales import (
     SELLER_PERSONAS,
     TYPES,
     UNSEEN_BUYERS,
-    TelesalesAgent,
+    ScriptedAgent,
     TelesalesScenario,
     VehicleTeleSales,
     feasible,
@@ -23,8 +23,8 @@ from dialogrl.envs.telesales import (
     hear,
     listen,
     parse_marker,
+    population,
     sample_scenario,
-    telesales_population,
 )
 from dialogrl.envs.telesales.corpus import telesales_corpus
 from dialogrl.rollout import play
@@ -289,7 +289,7 @@ def test_personas_play_each_other_without_error():
     success = {}
     for s in SELLER_PERSONAS:
         for b in BUYER_PERSONAS:
-            eps = play(task, {"seller": TelesalesAgent(s, seed=1), "buyer": TelesalesAgent(b, seed=2)}, scenarios)
+            eps = play(task, {"seller": ScriptedAgent(s, seed=1), "buyer": ScriptedAgent(b, seed=2)}, scenarios)
             m = task.metrics([e.state for e in eps])
             assert m["invalid_rate"] == 0 and m["turns"] <= task.max_turns
             assert all(e.state.done for e in eps) and all(e.agents == {"seller": s, "buyer": b} for e in eps)
@@ -306,7 +306,7 @@ def test_personas_play_each_other_without_error():
 def test_scripted_buyers_say_their_needs_and_listening_sellers_offer_what_fits():
     task = VehicleTeleSales()
     scenarios = [sc for sc in task.sample_scenarios(200, seed=5) if sc.must_have]
-    eps = play(task, {"seller": TelesalesAgent("fair", 1), "buyer": TelesalesAgent(None, 2)}, scenarios)
+    eps = play(task, {"seller": ScriptedAgent("fair", 1), "buyer": ScriptedAgent(None, 2)}, scenarios)
     named, fitting = [], []
     for e in eps:
         first = e.state.turns[1]  # the buyer's first turn
@@ -322,19 +322,19 @@ def test_scripted_buyers_say_their_needs_and_listening_sellers_offer_what_fits()
 def test_scenario_buyer_plays_the_scenarios_persona_and_personas_keep_to_their_role():
     task = VehicleTeleSales()
     scenarios = task.sample_scenarios(60, seed=9)
-    eps = play(task, {"seller": TelesalesAgent("fair", 1), "buyer": TelesalesAgent(None, 2)}, scenarios)
-    twin = play(task, {"seller": TelesalesAgent("fair", 1), "buyer": TelesalesAgent(None, 2)}, scenarios[::-1])
+    eps = play(task, {"seller": ScriptedAgent("fair", 1), "buyer": ScriptedAgent(None, 2)}, scenarios)
+    twin = play(task, {"seller": ScriptedAgent("fair", 1), "buyer": ScriptedAgent(None, 2)}, scenarios[::-1])
     assert [t.text for t in eps[0].state.turns] == [t.text for t in twin[-1].state.turns]  # batch-independent
     for e in eps[:20]:
-        alone = play(task, {"seller": TelesalesAgent("fair", 1),
-                            "buyer": TelesalesAgent(e.scenario.persona, 2)}, [e.scenario])[0]
+        alone = play(task, {"seller": ScriptedAgent("fair", 1),
+                            "buyer": ScriptedAgent(e.scenario.persona, 2)}, [e.scenario])[0]
         assert [t.text for t in alone.state.turns] == [t.text for t in e.state.turns]
     with pytest.raises(ValueError, match="cannot play the seller"):
-        play(task, {"seller": TelesalesAgent("picky"), "buyer": TelesalesAgent(None)}, scenarios[:1])
+        play(task, {"seller": ScriptedAgent("picky"), "buyer": ScriptedAgent(None)}, scenarios[:1])
     with pytest.raises(ValueError, match="unknown persona 'nice'.*unseen buyers: poker-face"):
-        TelesalesAgent("nice")
+        ScriptedAgent("nice")
     with pytest.raises(ValueError, match="unknown seller persona"):
-        telesales_population("seller", ["picky"])
+        population("seller", ["picky"])
 
 
 def test_unseen_buyer_plays_full_games_and_is_held_out_of_the_pipeline():
@@ -346,19 +346,19 @@ def test_unseen_buyer_plays_full_games_and_is_held_out_of_the_pipeline():
     for name, persona in UNSEEN_BUYERS.items():
         # (a buyer of another rule family has none of these numbers: unlike every persona above, too)
         assert tuple(getattr(persona, f, None) for f in fields) not in seen and persona.style in ("plain", "casual")
-        assert TelesalesAgent(name).persona is persona
+        assert ScriptedAgent(name).persona is persona
         for s in SELLER_PERSONAS:
-            eps = play(task, {"seller": TelesalesAgent(s, seed=1), "buyer": TelesalesAgent(name, seed=2)}, scenarios)
+            eps = play(task, {"seller": ScriptedAgent(s, seed=1), "buyer": ScriptedAgent(name, seed=2)}, scenarios)
             m = task.metrics([e.state for e in eps])
             assert all(e.state.done for e in eps) and m["turns"] <= task.max_turns and m["invalid_rate"] == 0
             assert all(e.agents["buyer"] == name for e in eps) and m["good_sale_rate"] == 1.0
             assert m["sale_rate"] > 0 or s == "pusher"
             if persona.say_budget == 0:
                 assert all(listen(e.state, "buyer")["budget"] is None for e in eps)  # it never names a budget
-        mixed = play(task, {"seller": TelesalesAgent("fair", 1),
-                            "buyer": telesales_population("buyer", [name, "decisive"], seed=3)}, scenarios)
+        mixed = play(task, {"seller": ScriptedAgent("fair", 1),
+                            "buyer": population("buyer", [name, "decisive"], seed=3)}, scenarios)
         assert {e.agents["buyer"] for e in mixed} == {name, "decisive"}
-    assert not set(UNSEEN_BUYERS) & set(telesales_population("buyer").members)  # not in the default population
+    assert not set(UNSEEN_BUYERS) & set(population("buyer").members)  # not in the default population
     # the scenario generator, and so the corpus (its buyers play their scenario's persona), never names it
     assert {sc.persona for sc in task.sample_scenarios(2000, seed=0)} == set(BUYER_PERSONAS)
     corpus = telesales_corpus(n_dialogues=60, seed=0)
@@ -370,8 +370,8 @@ def test_unseen_buyer_plays_full_games_and_is_held_out_of_the_pipeline():
 
 def test_populations_mix_personas():
     task = VehicleTeleSales()
-    eps = play(task, {"seller": telesales_population("seller", seed=1),
-                      "buyer": telesales_population("buyer", seed=2)}, task.sample_scenarios(400, seed=77))
+    eps = play(task, {"seller": population("seller", seed=1),
+                      "buyer": population("buyer", seed=2)}, task.sample_scenarios(400, seed=77))
     assert {e.agents["seller"] for e in eps} == set(SELLER_PERSONAS)
     assert {e.agents["buyer"] for e in eps} == set(BUYER_PERSONAS)
     m = task.metrics([e.state for e in eps])
@@ -425,10 +425,10 @@ def test_anchored_buyer_waits_for_the_seller_to_come_down_from_its_first_price()
     """Another rule family: the anchored buyer reads the seller's concessions, not a schedule over its budget. A
     fitting offer within budget that never comes down is never bought (the decisive buyer takes it at once); once
     the price is a tenth below the seller's first, it buys."""
-    task, anchored = VehicleTeleSales(), TelesalesAgent("anchored", seed=4)
+    task, anchored = VehicleTeleSales(), ScriptedAgent("anchored", seed=4)
     offer = "the shuttle is a van with a third row and towing. $36000. [OFFER 3 $36000]"
     state = play_texts(task, SC, [offer])
-    task.step(state, TelesalesAgent("decisive").utter(task, state, "buyer"))
+    task.step(state, ScriptedAgent("decisive").utter(task, state, "buyer"))
     assert state.end_reason == "buy" and task.outcome(state)["buyer"]["good_sale"]
     state = task.reset(SC)
     while not state.done:

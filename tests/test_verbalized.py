@@ -8,7 +8,7 @@ import pytest
 
 from dialogrl.agents import VerbalizedSampling
 from dialogrl.envs.base import ActRequest, Utterance
-from dialogrl.envs.persuasion import PersuasionAgent, PersuasionForGood, PersuasionScenario
+from dialogrl.envs.persuasion import PersuasionForGood, PersuasionScenario, ScriptedAgent
 from dialogrl.envs.persuasion.corpus import persona_replies, persuasion_corpus
 from dialogrl.rollout import play
 from dialogrl.seeds import stream_seed
@@ -159,7 +159,7 @@ def test_bad_wrapper_parameters_are_named():
 def test_wrapper_plays_whole_games():
     answers = [vs_answer([("fine. [DONATE $1]", 0.5)] + [(f"hmm {i}", 0.125) for i in range(4)])] * 400
     vs = VerbalizedSampling(ReplayLM(answers), k=5, mode="prob")
-    eps = play(TASK, {"persuader": PersuasionAgent("balanced"), "persuadee": vs}, TASK.sample_scenarios(40, seed=1))
+    eps = play(TASK, {"persuader": ScriptedAgent("balanced"), "persuadee": vs}, TASK.sample_scenarios(40, seed=1))
     m = TASK.metrics([e.state for e in eps])
     assert m["invalid_rate"] == 0 and 0.5 < m["success"] <= 1 and vs.stats["fallbacks"] == 0
 

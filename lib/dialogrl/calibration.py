@@ -10,8 +10,10 @@ prefers each human turn over what the uncalibrated simulator said in the same co
     pairs = preference_pairs(task, human_games, "B", uncalibrated)     # human turn (chosen) vs simulator (rejected)
     dpo_dir = calibrate_dpo(sim_dir, pairs, out_dir)                   # optional DPO with TRL
     turn_nll(model, tok, held_out_convs)                               # NLL per token of the human turns
-    behaviour_stats(task, games, role)                                 # acceptance, concession, length, ...
-    behaviour_distance(sim_stats, human_stats)                         # |sim - human| per statistic, scaled
+    behaviour_distance(sim_stats, human_stats, scales)                 # |sim - human| per statistic, scaled
+
+The behaviour statistics are the game's (Deal or No Deal's: `dealnodeal.behaviour_stats`, acceptance, concession,
+length, ..., and their scales `dealnodeal.BEHAVIOUR_SCALES`).
 
 The two calibration metrics of notebook 01: the held-out human-turn NLL (how likely the simulator finds what humans
 actually said) and the behaviour distance (how far the simulator's games are from the humans' in the statistics
@@ -157,61 +159,12 @@ def turn_nll(model, tokenizer, conversations: Sequence[list[dict]], batch_size: 
     return total / count
 
 
-def behaviour_stats(task: Task, games: Sequence[GameState], role: str) -> dict[str, float]:
-    """Statistics of how `role` behaves in finished Deal or No Deal games (either protocol).
-
-    acceptance_rate  share of the role's answers to a standing proposal of the partner that accept it
-    concession       mean drop, in the role's own points, between its consecutive proposals
-    opening_demand   own points of its first proposal
-    words_per_turn   mean words per talk turn (markers included)
-    turns            talk turns per game (both roles)
-    agreement        share of games that end in agreement
-    Statistics with no instance in the games (e.g. proposals under the selection protocol) are NaN.
-    """
-    from dialogrl.envs.dealnodeal import split_value
-
-    answers, accepts, concessions, openings, words, turns, agreed = 0, 0, [], [], [], [], []
-    for state in games:
-        values = state.scenario.values[task.roles.index(role)]
-        standing, last_own = None, None
-        talk = state.talk_turns()
-        turns.append(len(talk))
-        agreed.append(float(task.outcome(state)[role].get("agreed", False)))
-        for t in talk:
-            act = t.action or {}
-            kind = act.get("type") if t.invalid is None else "invalid"
-            if t.role == role:
-                words.append(len(t.text.split()))
-                if standing is not None and standing != role:
-                    answers += 1
-                    accepts += kind == "accept"
-                if kind == "propose":
-                    own = split_value(values, act["share"])
-                    if last_own is None:
-                        openings.append(own)
-                    else:
-                        concessions.append(last_own - own)
-                    last_own = own
-            if kind == "propose":
-                standing = t.role
-    nan = float("nan")
-    return {"acceptance_rate": accepts / answers if answers else nan,
-            "concession": float(np.mean(concessions)) if concessions else nan,
-            "opening_demand": float(np.mean(openings)) if openings else nan,
-            "words_per_turn": float(np.mean(words)) if words else nan,
-            "turns": float(np.mean(turns)) if turns else nan,
-            "agreement": float(np.mean(agreed)) if agreed else nan}
-
-
-# the scale of each statistic in the distance: a typical spread, so that no statistic dominates by its units
-STAT_SCALES = {"acceptance_rate": 1.0, "concession": 1.0, "opening_demand": 10.0, "words_per_turn": 10.0,
-               "turns": 10.0, "agreement": 1.0}
-
-
 def behaviour_distance(sim: dict[str, float], human: dict[str, float],
                        scales: dict[str, float] | None = None) -> dict[str, float]:
-    """|sim - human| / scale per statistic both define, and their mean as `total` (0: indistinguishable)."""
-    scales = {**STAT_SCALES, **(scales or {})}
+    """|sim - human| / scale per statistic both define, and their mean as `total` (0: indistinguishable). scales:
+    a typical spread of each statistic, so that none dominates by its units (1 where missing; Deal or No Deal's
+    are dealnodeal.BEHAVIOUR_SCALES)."""
+    scales = scales or {}
     out = {k: abs(sim[k] - human[k]) / scales.get(k, 1.0) for k in human
            if k in sim and not (math.isnan(sim[k]) or math.isnan(human[k]))}
     out["total"] = float(np.mean(list(out.values()))) if out else float("nan")

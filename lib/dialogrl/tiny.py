@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -27,11 +28,7 @@ from pathlib import Path
 
 import torch
 
-from dialogrl.data import dond_human_corpus, p4g_human_corpus
-from dialogrl.envs.dealnodeal.corpus import dond_corpus
-from dialogrl.envs.persuasion.corpus import persuasion_corpus
-from dialogrl.envs.social.corpus import social_corpus
-from dialogrl.envs.telesales.corpus import telesales_corpus
+from dialogrl.envs import GAMES
 
 # ChatML as Qwen instruct models write it, with TRL's generation markers around each assistant reply so that
 # apply_chat_template(..., return_assistant_tokens_mask=True) marks the reply and its <|im_end|> (the stop token).
@@ -84,56 +81,24 @@ class TinyRecipe:
         return self.corpus(**{**self.corpus_kwargs, **overrides})
 
 
-# The registry of embedded models.
-TINY_MODELS: dict[str, TinyRecipe] = {
-    "tiny-dond": TinyRecipe(
-        corpus=dond_corpus,
-        corpus_kwargs={"n_dialogues": 9000, "seed": 0, "views": "one"},
-        description="Deal or No Deal (offer protocol), warm-started on scripted persona dialogues",
-    ),
-    "tiny-telesales": TinyRecipe(
-        corpus=telesales_corpus,
-        corpus_kwargs={"n_dialogues": 7000, "seed": 0, "views": "one"},  # ~2.3M tokens, as many as tiny-dond's
-        description="Vehicle TeleSales (seller and buyer), warm-started on scripted persona dialogues",
-    ),
-    "tiny-persuasion": TinyRecipe(
-        corpus=persuasion_corpus,
-        corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one", "vs_share": 0.5},
-        # two passes and half the persuadee's conversations in the VS format: with a quarter and one pass the model
-        # wrote an unusable VS answer for 93% of turns after two retries (k wrong, broken JSON); with these, 14% at
-        # temperature 0.3 and 43% at 1.0 (100 games against the balanced persuader)
-        config=TinyConfig(epochs=2.0),
-        description="Persuasion for Good (persuader and persuadee, half the persuadee's conversations as Verbalized "
-                    "Sampling answers), warm-started on scripted persona dialogues",
-    ),
-    "tiny-persuasion-human": TinyRecipe(
-        corpus=p4g_human_corpus,
-        corpus_kwargs={"source": None},  # a local copy of the release: build-tiny ... --data PATH
-        config=TinyConfig(epochs=3.0),
-        description="Persuasion for Good persuadee, warm-started on the 1,017 human persuadees (notebook 03's "
-                    "held-out human counterpart)",
-    ),
-    "tiny-social": TinyRecipe(
-        corpus=social_corpus,
-        corpus_kwargs={"n_dialogues": 7000, "seed": 0, "views": "one"},
-        description="Social scenes (agent and partner), warm-started on scripted persona dialogues over the training "
-                    "scenes",
-    ),
-    "tiny-social-alt": TinyRecipe(
-        corpus=social_corpus,
-        # held-out act-reading profiles (envs.heldout: at least MIN_DISTANCE from every training partner); proud and
-        # easygoing, its partners before, lie within it (easygoing has pliant's traits exactly)
-        corpus_kwargs={"n_dialogues": 7000, "seed": 1, "views": "one", "partners": ["prickly", "earnest"]},
-        description="Social scenes from another corpus: the partners are the unseen profiles (notebook 02's held-out "
-                    "partner model)",
-    ),
-    "tiny-dond-human": TinyRecipe(
-        corpus=dond_human_corpus,
-        corpus_kwargs={"source": "mikelewis0/deal_or_no_dialog"},  # or a local copy: build-tiny ... --data PATH
-        config=TinyConfig(epochs=2.0),
-        description="Deal or No Deal (selection protocol), warm-started on the 5,808 human dialogues",
-    ),
-}
+def collect_recipes() -> dict[str, TinyRecipe]:
+    """Every registered game's embedded models (the TINY_MODELS of each package in dialogrl.envs.GAMES), by name:
+    each recipe's corpus function imported from its "module:function" path, its config the defaults updated by the
+    recipe's fields."""
+    out: dict[str, TinyRecipe] = {}
+    for game in GAMES.values():
+        for name, r in game.TINY_MODELS.items():
+            if name in out:
+                raise ValueError(f"two games define the embedded model {name!r}")
+            module, _, function = r["corpus"].partition(":")
+            out[name] = TinyRecipe(corpus=getattr(importlib.import_module(module), function),
+                                   corpus_kwargs=dict(r.get("corpus_kwargs", {})),
+                                   config=TinyConfig(**r.get("config", {})), description=r.get("description", ""))
+    return out
+
+
+# The registry of embedded models, collected from the games (envs/<game>/__init__.py).
+TINY_MODELS: dict[str, TinyRecipe] = collect_recipes()
 
 
 def cache_root() -> Path:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,6 +137,32 @@ class Task:
         """The partner of `role` in a two-role task."""
         a, b = self.roles
         return b if role == a else a
+
+
+class TurnTakingTask(Task):
+    """A game of two roles that speak in turn, `roles[0]` first. A role's view is its system prompt (its private
+    information: `system_prompt(scenario, role)`) and the talk so far, which `opening` begins for the first speaker.
+    `step` ends a finished game with an error and hands the turn to `take_turn(state, role, text)`, the game's rules."""
+    opening: str = "You speak first."
+
+    def system_prompt(self, scenario, role: str) -> str:
+        raise NotImplementedError
+
+    def take_turn(self, state: GameState, role: str, text: str) -> Turn:
+        """`role` says `text`: parse it, apply the rules, append the Turn, maybe end the game; return the Turn."""
+        raise NotImplementedError
+
+    def current_role(self, state: GameState) -> str:
+        return self.roles[len(state.talk_turns()) % 2]
+
+    def view(self, state: GameState, role: str) -> list[dict]:
+        msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
+        return msgs + history_messages(state, role, opening=self.opening)
+
+    def step(self, state: GameState, text: str) -> Turn:
+        if state.done:
+            raise RuntimeError("the game is over")
+        return self.take_turn(state, self.current_role(state), text)
 
 
 def history_messages(state: GameState, role: str, opening: str | None) -> list[dict]:
@@ -303,3 +329,45 @@ class Population(Agent):
             for i, text in zip(idx, self.members[name].act([requests[i] for i in idx])):
                 out[i] = text
         return out
+
+
+class PersonaAgent(Agent):
+    """The shape of the games' ScriptedAgent: it plays one persona in every game it is given, `persona` a persona
+    object, its name in one of the class's `personas` dicts, or None (each game's scenario names the persona: the
+    agent is then called `scenario_name`). `utter(task, state, role)` writes one turn; `act` asks it for each
+    request."""
+    personas: dict[str, dict] = {}     # what the names mean: {"sellers": {name: persona}, "buyers": {...}}
+    scenario_name = "scenario-persona"
+
+    def __init__(self, persona: Any = None, seed: int = 0):
+        if isinstance(persona, str):
+            found = [group[persona] for group in self.personas.values() if persona in group]
+            if not found:
+                known = "; ".join(f"{kind}: {', '.join(group)}" for kind, group in self.personas.items())
+                raise ValueError(f"unknown persona {persona!r}; {known}")
+            persona = found[0]
+        self.persona, self.seed = persona, seed
+        self.name = persona.name if persona is not None else self.scenario_name
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        return [self.utter(r.task, r.state, r.role) for r in requests]
+
+    def utter(self, task: Task, state: GameState, role: str) -> str:
+        raise NotImplementedError
+
+
+def scripted_population(role: str, personas: dict[str, dict], defaults: dict[str, Sequence[str]],
+                       make: Callable[[Any, int], Agent], names: Sequence[str] | None = None,
+                       weights: dict[str, float] | None = None, seed: int = 0) -> Population:
+    """The body of every game's `population(role, names=None, weights=None, seed=0)`: a Population of scripted
+    agents for `role`, one `make(persona, seed * 1000 + i)` for the i-th of `names` (by default `defaults[role]`),
+    each name looked up in `personas[role]` (the personas that role may play, held-out ones included)."""
+    if role not in personas:
+        raise ValueError(f"role={role!r}: choose {' or '.join(repr(r) for r in personas)}")
+    known = personas[role]
+    names = list(names or defaults[role])
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown {role} persona(s) {unknown}; {role}s: {', '.join(known)}")
+    return Population({n: make(known[n], seed * 1000 + i) for i, n in enumerate(names)}, dict(weights or {}),
+                      seed=seed)

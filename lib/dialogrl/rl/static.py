@@ -38,8 +38,8 @@ import numpy as np
 import torch
 
 from dialogrl.agents import LMAgent
+from dialogrl.envs import game_of
 from dialogrl.envs.base import ActRequest, GameState, Task, Turn
-from dialogrl.envs.dealnodeal import persona_population
 from dialogrl.rl.advantages import group_advantages
 from dialogrl.rl.trainer import RoleSpec, Sample, Trainer
 from dialogrl.rollout import play
@@ -71,9 +71,11 @@ class Context:
 def persona_logs(task: Task, n: int, seed: int, personas: Sequence[str] | None = None) -> list[GameState]:
     """n games of scripted persona self-play on scenarios drawn with `seed`: the synthetic "human" logs.
 
-    Each role of each game is played by a persona drawn from `personas` (all by default), as in dond_corpus.
+    Each role of each game is played by a persona drawn from `personas` (the role's defaults if None): the
+    game's `population(role, personas, seed=...)` (dialogrl.envs.game_of), as in the warm-start corpora.
     """
-    agents = {role: persona_population(personas, seed=seed * len(task.roles) + i + 1)
+    population = game_of(task).population
+    agents = {role: population(role, personas, seed=seed * len(task.roles) + i + 1)
               for i, role in enumerate(task.roles)}
     return [e.state for e in play(task, agents, task.sample_scenarios(n, seed=seed))]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dialogrl.envs.base import check_views, conversations
-from dialogrl.envs.dealnodeal.personas import persona_population
+from dialogrl.envs.dealnodeal.personas import population
 from dialogrl.envs.dealnodeal.task import DealOrNoDeal
 from dialogrl.rollout import play
 
@@ -20,6 +20,6 @@ def dond_corpus(n_dialogues: int = 9000, seed: int = 0, personas: Sequence[str] 
     check_views(views)  # before playing the games
     task = DealOrNoDeal(protocol="offer", max_turns=max_turns)
     scenarios = task.sample_scenarios(n_dialogues, seed=seed)
-    pop_a = persona_population(personas, seed=seed * 2 + 1, style=style)
-    pop_b = persona_population(personas, seed=seed * 2 + 2, style=style)
+    pop_a = population("A", personas, seed=seed * 2 + 1, style=style)
+    pop_b = population("B", personas, seed=seed * 2 + 2, style=style)
     return conversations(task, [ep.state for ep in play(task, {"A": pop_a, "B": pop_b}, scenarios)], views)

@@ -2,7 +2,7 @@
 
 A `ScriptedAgent` plays one `Persona`: it proposes, concedes and accepts by explicit rules over its own private
 values and the public history (offer protocol), and speaks through a small template language with varied phrasing.
-`persona_population` is a Population of them, one drawn per game.
+`population(role)` is a Population of them, one drawn per game.
 
 Two rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.envs.heldout):
   aspiration-concession   `Persona`: the clock (talk progress) sets its demand; every persona of the corpus
@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key, scripted_population
 from dialogrl.envs.dealnodeal.task import ITEMS, DealOrNoDeal, all_splits, complement, describe, marker, split_value
 from dialogrl.envs.heldout import Traits
 
@@ -243,16 +243,12 @@ def reciprocal_demand(p: Reciprocal, state: GameState, role: str, values, counts
     return max(10 * p.floor, 10 * p.opening - p.reciprocity * conceded)
 
 
-def persona_population(names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
-                       seed: int = 0, style: str | None = None) -> Population:
-    """A Population of scripted personas (all of PERSONAS by default; UNSEEN_PERSONAS by name), optionally all
-    speaking in `style`."""
-    names = list(names or PERSONAS)
-    unknown = [n for n in names if n not in ALL_PERSONAS]
-    if unknown:
-        raise ValueError(f"unknown persona(s) {unknown}; personas: {', '.join(ALL_PERSONAS)}")
-    members = {}
-    for i, n in enumerate(names):
-        p = ALL_PERSONAS[n] if style is None else replace(ALL_PERSONAS[n], style=style)
-        members[n] = ScriptedAgent(p, seed=seed * 1000 + i)
-    return Population(members, dict(weights or {}), seed=seed)
+def population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
+               seed: int = 0, style: str | None = None) -> Population:
+    """A Population of scripted negotiators for `role` ('A' or 'B': both play the same personas): all of PERSONAS by
+    default, UNSEEN_PERSONAS by name, optionally all speaking in `style`."""
+    def make(p: Persona | Reciprocal, member_seed: int) -> ScriptedAgent:
+        return ScriptedAgent(p if style is None else replace(p, style=style), seed=member_seed)
+
+    return scripted_population(role, {"A": ALL_PERSONAS, "B": ALL_PERSONAS}, {"A": list(PERSONAS), "B": list(PERSONAS)},
+                              make, names, weights, seed)

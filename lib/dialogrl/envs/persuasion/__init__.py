@@ -1,8 +1,9 @@
 """Persuasion for Good: the rules (task.py), scripted persuaders and persuadees (personas.py), persuasion strategies
-and their classifier (strategies.py) and the warm-start corpus (corpus.py).
+and their classifier (strategies.py), the warm-start corpus (corpus.py) and the human dialogues (data.py).
 
 The corpus plays games through the rollout engine, so import it by its path: `dialogrl.envs.persuasion.corpus`.
 """
+from dialogrl.envs.persuasion.data import P4GRecord, load_p4g, p4g_human_corpus
 from dialogrl.envs.persuasion.personas import (
     ALL_PERSUADEES,
     HUMAN_FIT,
@@ -12,8 +13,8 @@ from dialogrl.envs.persuasion.personas import (
     AttentivePersuadee,
     PersuadeePersona,
     PersuaderPersona,
-    PersuasionAgent,
-    persuasion_population,
+    ScriptedAgent,
+    population,
     traits,
 )
 from dialogrl.envs.persuasion.strategies import LABELS, STRATEGIES, StrategyClassifier, fit_human_response, hear
@@ -27,8 +28,28 @@ from dialogrl.envs.persuasion.task import (
     sample_scenario,
 )
 
-__all__ = ["ALL_PERSUADEES", "HUMAN_FIT", "AttentivePersuadee", "PERSUADEE_PERSONAS", "PERSUADER_PERSONAS",
-           "UNSEEN_PERSUADEES", "PersuadeePersona", "PersuaderPersona", "PersuasionAgent", "persuasion_population",
+TASK = PersuasionForGood
+TINY_MODELS = {  # see envs/dealnodeal/__init__.py
+    "tiny-persuasion": dict(
+        corpus="dialogrl.envs.persuasion.corpus:persuasion_corpus",
+        corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one", "vs_share": 0.5},
+        # two passes and half the persuadee's conversations in the VS format: with a quarter and one pass the model
+        # wrote an unusable VS answer for 93% of turns after two retries (k wrong, broken JSON); with these, 14% at
+        # temperature 0.3 and 43% at 1.0 (100 games against the balanced persuader)
+        config={"epochs": 2.0},
+        description="Persuasion for Good (persuader and persuadee, half the persuadee's conversations as Verbalized "
+                    "Sampling answers), warm-started on scripted persona dialogues"),
+    "tiny-persuasion-human": dict(
+        corpus="dialogrl.envs.persuasion.data:p4g_human_corpus",
+        corpus_kwargs={"source": None},  # a local copy of the release: build-tiny ... --data PATH
+        config={"epochs": 3.0},
+        description="Persuasion for Good persuadee, warm-started on the 1,017 human persuadees (notebook 03's "
+                    "held-out human counterpart)"),
+}
+
+__all__ = ["TASK", "TINY_MODELS", "P4GRecord", "load_p4g", "p4g_human_corpus",
+           "ALL_PERSUADEES", "HUMAN_FIT", "AttentivePersuadee", "PERSUADEE_PERSONAS", "PERSUADER_PERSONAS",
+           "UNSEEN_PERSUADEES", "PersuadeePersona", "PersuaderPersona", "ScriptedAgent", "population",
            "traits", "LABELS", "STRATEGIES",
            "StrategyClassifier", "fit_human_response", "hear", "PAYMENT", "PERSUADEE_PROFILES", "PersuasionForGood",
            "PersuasionScenario", "donate_marker", "parse_marker", "sample_scenario"]

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from dialogrl.envs.base import GameState, check_views, conversations
-from dialogrl.envs.persuasion.personas import PERSUADEE_PERSONAS, PersuasionAgent, persuasion_population
+from dialogrl.envs.persuasion.personas import PERSUADEE_PERSONAS, ScriptedAgent, population
 from dialogrl.envs.persuasion.task import PersuasionForGood
 from dialogrl.rollout import play
 from dialogrl.verbalized import vs_answer, vs_messages
@@ -21,7 +21,7 @@ def persona_replies(task: PersuasionForGood, state: GameState, k: int, seed: int
     persona under different seeds (each its own phrasing and its own threshold of giving), the `k` most frequent
     distinct ones with their frequencies renormalised over those k (fewer when it has fewer distinct replies)."""
     persona = PERSUADEE_PERSONAS[state.scenario.persona]
-    counts = Counter(PersuasionAgent(persona, seed=seed * 10_000 + j).utter(task, state, "persuadee")
+    counts = Counter(ScriptedAgent(persona, seed=seed * 10_000 + j).utter(task, state, "persuadee")
                      for j in range(draws))
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
     total = sum(c for _, c in top)
@@ -46,8 +46,8 @@ def persuasion_corpus(n_dialogues: int = 6000, seed: int = 0, persuaders: Sequen
         raise ValueError(f"vs_share={vs_share!r}: must be in [0, 1]")
     task = PersuasionForGood(max_exchanges=max_exchanges)
     scenarios = task.sample_scenarios(n_dialogues, seed=seed)
-    persuader = persuasion_population("persuader", persuaders, seed=seed * 2 + 1)
-    persuadee = PersuasionAgent(None, seed=seed * 2 + 2)
+    persuader = population("persuader", persuaders, seed=seed * 2 + 1)
+    persuadee = ScriptedAgent(None, seed=seed * 2 + 2)
     states = [ep.state for ep in play(task, {"persuader": persuader, "persuadee": persuadee}, scenarios)]
     out = conversations(task, states, views)
     if vs_share:

@@ -34,7 +34,14 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key, has_cue
+from dialogrl.envs.base import (
+    GameState,
+    PersonaAgent,
+    Population,
+    game_key,
+    has_cue,
+    scripted_population,
+)
 from dialogrl.envs.heldout import Traits
 from dialogrl.envs.persuasion.strategies import STRATEGIES, hear
 from dialogrl.envs.persuasion.task import PERSUADEE_PROFILES, PersuasionForGood, donate_marker
@@ -235,24 +242,13 @@ def _pick(rng: random.Random, weights: dict[str, float], avoid: set[str]) -> str
     return rng.choices(names, weights=[weights[s] for s in names])[0]
 
 
-class PersuasionAgent(Agent):
+class ScriptedAgent(PersonaAgent):
     """Plays one scripted persona of either role: a PersuaderPersona, a PersuadeePersona, a name from
     PERSUADER_PERSONAS or ALL_PERSUADEES, or None (a persuadee playing its scenario's persona). Deterministic per
     game: every utterance draws from random.Random(f"{seed}/{game}/{role}/{turn}"), the game being its seed
     (`game_key`) or its scenario id."""
-
-    def __init__(self, persona: PersuaderPersona | PersuadeePersona | AttentivePersuadee | str | None = None,
-                 seed: int = 0):
-        if isinstance(persona, str):
-            if persona not in PERSUADER_PERSONAS and persona not in ALL_PERSUADEES:
-                raise ValueError(f"unknown persona {persona!r}; persuaders: {', '.join(PERSUADER_PERSONAS)}; "
-                                 f"persuadees: {', '.join(ALL_PERSUADEES)}")
-            persona = PERSUADER_PERSONAS.get(persona) or ALL_PERSUADEES[persona]
-        self.persona, self.seed = persona, seed
-        self.name = persona.name if persona is not None else "scenario-persuadee"
-
-    def act(self, requests: Sequence[ActRequest]) -> list[str]:
-        return [self.utter(r.task, r.state, r.role) for r in requests]
+    personas = {"persuaders": PERSUADER_PERSONAS, "persuadees": ALL_PERSUADEES}
+    scenario_name = "scenario-persuadee"
 
     def utter(self, task: PersuasionForGood, state: GameState, role: str) -> str:
         p = self.persona if self.persona is not None else PERSUADEE_PERSONAS[state.scenario.persona]
@@ -374,16 +370,10 @@ def taken_up(p: AttentivePersuadee, state: GameState) -> tuple[int, int]:
     return heard, missed
 
 
-def persuasion_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
-                          seed: int = 0) -> Population:
+def population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
+               seed: int = 0) -> Population:
     """A Population of scripted personas for `role` ('persuader' or 'persuadee'): all of PERSUADER_PERSONAS or
     PERSUADEE_PERSONAS by default; persuadees of UNSEEN_PERSUADEES by name."""
-    personas = {"persuader": PERSUADER_PERSONAS, "persuadee": ALL_PERSUADEES}.get(role)
-    if personas is None:
-        raise ValueError(f"role={role!r}: choose 'persuader' or 'persuadee'")
-    names = list(names or (PERSUADER_PERSONAS if role == "persuader" else PERSUADEE_PERSONAS))
-    unknown = [n for n in names if n not in personas]
-    if unknown:
-        raise ValueError(f"unknown {role} persona(s) {unknown}; {role}s: {', '.join(personas)}")
-    members = {n: PersuasionAgent(personas[n], seed=seed * 1000 + i) for i, n in enumerate(names)}
-    return Population(members, dict(weights or {}), seed=seed)
+    return scripted_population(role, {"persuader": PERSUADER_PERSONAS, "persuadee": ALL_PERSUADEES},
+                              {"persuader": list(PERSUADER_PERSONAS), "persuadee": list(PERSUADEE_PERSONAS)},
+                              lambda p, s: ScriptedAgent(p, seed=s), names, weights, seed)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Question, Task, Turn, history_messages, one_marker, shorten
+from dialogrl.envs.base import GameState, Question, Turn, TurnTakingTask, one_marker, shorten
 
 ROLES = ("persuader", "persuadee")
 PAYMENT = 2.0   # dollars: the task payment of the study
@@ -97,7 +97,7 @@ def parse_marker(text: str, payment: float = PAYMENT) -> tuple[dict, str | None]
 
 # --------------------------------------------------------------------------------------------------- the task
 
-class PersuasionForGood(Task):
+class PersuasionForGood(TurnTakingTask):
     """Persuasion for Good as a two-role Task: 'persuader' (speaks first) and 'persuadee'. See the module docstring.
 
     max_exchanges: persuader-persuadee exchanges before the game ends with nothing given (5, as in the paper).
@@ -106,6 +106,7 @@ class PersuasionForGood(Task):
     """
     name = "persuasion"
     roles = ROLES
+    opening = "The other worker joins the chat. You speak first."
 
     def __init__(self, max_exchanges: int = 5, mood_sd: float = 0.75, invalid_penalty: float = 0.1,
                  personas: Sequence[str] | None = None):
@@ -140,10 +141,6 @@ class PersuasionForGood(Task):
                 f"Decide whether to donate part of it: end with [DONATE $x], x from 0 to {scenario.payment:.0f}. "
                 f"At most {self.max_exchanges} exchanges.")
 
-    def view(self, state: GameState, role: str) -> list[dict]:
-        msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
-        return msgs + history_messages(state, role, opening="The other worker joins the chat. You speak first.")
-
     # -- a pretrained language model as the persuadee (dialogrl.counterpart)
     def counterpart_prompt(self, scenario: PersuasionScenario, role: str) -> str:
         if role != "persuadee":
@@ -167,13 +164,7 @@ class PersuasionForGood(Task):
         return donate_marker({"fifty cents": 0.5, "one dollar": 1.0, "two dollars": 2.0}[amount])
 
     # -- turns
-    def current_role(self, state: GameState) -> str:
-        return self.roles[len(state.talk_turns()) % 2]
-
-    def step(self, state: GameState, text: str) -> Turn:
-        if state.done:
-            raise RuntimeError("the game is over")
-        role = self.current_role(state)
+    def take_turn(self, state: GameState, role: str, text: str) -> Turn:
         action, invalid = parse_marker(text, state.scenario.payment)
         if invalid is None and action["type"] == "donate" and role == "persuader":
             invalid = "the persuader cannot [DONATE]"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dialogrl.envs.base import check_views, conversations
-from dialogrl.envs.social.personas import SocialAgent, social_population
+from dialogrl.envs.social.personas import ScriptedAgent, population
 from dialogrl.envs.social.task import SocialScenes
 from dialogrl.rollout import play
 
@@ -22,7 +22,7 @@ def social_corpus(n_dialogues: int = 6000, seed: int = 0, agents: Sequence[str] 
     check_views(views)  # before playing the games
     task = SocialScenes(max_exchanges=max_exchanges, scenes="train", partners=partners)
     scenarios = task.sample_scenarios(n_dialogues, seed=seed)
-    agent = social_population("agent", agents, seed=seed * 2 + 1)
-    partner = SocialAgent(None, seed=seed * 2 + 2)
+    agent = population("agent", agents, seed=seed * 2 + 1)
+    partner = ScriptedAgent(None, seed=seed * 2 + 2)
     states = [ep.state for ep in play(task, {"agent": agent, "partner": partner}, scenarios)]
     return conversations(task, states, views)

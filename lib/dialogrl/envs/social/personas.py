@@ -32,7 +32,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key
+from dialogrl.envs.base import GameState, PersonaAgent, Population, game_key, scripted_population
 from dialogrl.envs.heldout import MIN_DISTANCE, Traits, far_from
 from dialogrl.envs.social.acts import hear
 from dialogrl.envs.social.task import (
@@ -135,22 +135,12 @@ def _pick(rng: random.Random, weights: dict[str, float], avoid: set[str]) -> str
     return rng.choices(names, weights=[weights[a] for a in names])[0]
 
 
-class SocialAgent(Agent):
+class ScriptedAgent(PersonaAgent):
     """Plays one scripted persona of either role: an AgentPersona, a PartnerProfile, a name from AGENT_PERSONAS or
     ALL_PARTNERS, or None (a partner playing its scenario's profile). Deterministic per game: every utterance draws
     from random.Random(f"{seed}/{game}/{role}/{turn}"), the game being its seed (`game_key`) or its scenario id."""
-
-    def __init__(self, persona: AgentPersona | PartnerProfile | str | None = None, seed: int = 0):
-        if isinstance(persona, str):
-            if persona not in AGENT_PERSONAS and persona not in ALL_PARTNERS:
-                raise ValueError(f"unknown persona {persona!r}; agents: {', '.join(AGENT_PERSONAS)}; "
-                                 f"partners: {', '.join(ALL_PARTNERS)}")
-            persona = AGENT_PERSONAS.get(persona) or ALL_PARTNERS[persona]
-        self.persona, self.seed = persona, seed
-        self.name = persona.name if persona is not None else "scenario-partner"
-
-    def act(self, requests: Sequence[ActRequest]) -> list[str]:
-        return [self.utter(r.task, r.state, r.role) for r in requests]
+    personas = {"agents": AGENT_PERSONAS, "partners": ALL_PARTNERS}
+    scenario_name = "scenario-partner"
 
     def utter(self, task: SocialScenes, state: GameState, role: str) -> str:
         p = self.persona if self.persona is not None else state.scenario.partner
@@ -302,8 +292,8 @@ def traits(p: PartnerProfile | str) -> Traits:
 def sotopia_partners(characters: Sequence[dict], n: int, seed: int = 0,
                      training: Sequence[PartnerProfile] | None = None,
                      min_distance: float = MIN_DISTANCE) -> dict[str, tuple[PartnerProfile, float]]:
-    """Up to n held-out partners from SOTOPIA's character profiles (`data.load_sotopia_profiles`), each with its
-    distance to the nearest training partner.
+    """Up to n held-out partners from SOTOPIA's character profiles (`social.data.load_sotopia_profiles`), each with
+    its distance to the nearest training partner.
 
     The characters, in an order drawn by `seed`, become profiles (`profile_from_traits` of their Big Five line and
     decision-making style, named `sotopia-<first name>`); a profile is kept when it lies at least `min_distance`
@@ -322,22 +312,12 @@ def sotopia_partners(characters: Sequence[dict], n: int, seed: int = 0,
     return {name: (pool[name], d) for name, d in list(kept.items())[:n]}
 
 
-def social_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
-                      seed: int = 0) -> Population:
+def population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
+               seed: int = 0) -> Population:
     """A Population of scripted personas for `role` ('agent' or 'partner'): all of AGENT_PERSONAS, or partners by
     name (any of ALL_PARTNERS; by default None: each game's partner plays its scenario's profile)."""
-    if role == "agent":
-        personas = AGENT_PERSONAS
-        names = list(names or personas)
-    elif role == "partner":
-        personas = ALL_PARTNERS
-        if not names:
-            return Population({"scenario-partner": SocialAgent(None, seed=seed)}, {}, seed=seed)
-        names = list(names)
-    else:
-        raise ValueError(f"role={role!r}: choose 'agent' or 'partner'")
-    unknown = [n for n in names if n not in personas]
-    if unknown:
-        raise ValueError(f"unknown {role} persona(s) {unknown}; {role}s: {', '.join(personas)}")
-    members = {n: SocialAgent(personas[n], seed=seed * 1000 + i) for i, n in enumerate(names)}
-    return Population(members, dict(weights or {}), seed=seed)
+    if role == "partner" and not names:
+        return Population({"scenario-partner": ScriptedAgent(None, seed=seed)}, {}, seed=seed)
+    return scripted_population(role, {"agent": AGENT_PERSONAS, "partner": ALL_PARTNERS},
+                              {"agent": list(AGENT_PERSONAS), "partner": []},
+                              lambda p, s: ScriptedAgent(p, seed=s), names, weights, seed)

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Question, Task, Turn, history_messages, one_marker, shorten
+from dialogrl.envs.base import GameState, Question, Turn, TurnTakingTask, one_marker, shorten
 from dialogrl.envs.social.acts import hear
 from dialogrl.envs.social.scenes import ALL_SCENES, HARD_SCENES, TRAIN_SCENES, Scene
 from dialogrl.envs.social.terms import concrete_terms, names_request
@@ -306,7 +306,7 @@ def relationship_trace(state: GameState) -> list[float]:
 
 # --------------------------------------------------------------------------------------------------- the task
 
-class SocialScenes(Task):
+class SocialScenes(TurnTakingTask):
     """Social scenes as a two-role Task: 'agent' (speaks first, wants agreement) and 'partner'. See the module
     docstring.
 
@@ -317,6 +317,7 @@ class SocialScenes(Task):
     """
     name = "social"
     roles = ROLES
+    opening = "Your partner is here. You speak first."
 
     def __init__(self, max_exchanges: int = 5, mood_sd: float = 0.75, invalid_penalty: float = 0.1,
                  relationship_weight: float = 0.1, scenes: str | Sequence[str] = "train",
@@ -351,10 +352,6 @@ class SocialScenes(Task):
                 f"If asked, grant the request with [AGREE], grant part of it ({s.partial}) with [AGREE PARTLY], "
                 f"or turn it down with [REFUSE]. At most {self.max_exchanges} exchanges.")
 
-    def view(self, state: GameState, role: str) -> list[dict]:
-        msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
-        return msgs + history_messages(state, role, opening="Your partner is here. You speak first.")
-
     # -- a pretrained language model as the partner (dialogrl.counterpart)
     def counterpart_prompt(self, scenario: SocialScenario, role: str) -> str:
         if role != "partner":
@@ -373,13 +370,7 @@ class SocialScenes(Task):
         return {"yes": "[AGREE]", "partly": "[AGREE PARTLY]"}.get(grant, "")
 
     # -- turns
-    def current_role(self, state: GameState) -> str:
-        return self.roles[len(state.talk_turns()) % 2]
-
-    def step(self, state: GameState, text: str) -> Turn:
-        if state.done:
-            raise RuntimeError("the game is over")
-        role = self.current_role(state)
+    def take_turn(self, state: GameState, role: str, text: str) -> Turn:
         action, invalid = parse_marker(text)
         if invalid is None and action["type"] != "talk" and role == "agent":
             invalid = f"the agent cannot [{action['type'].upper()}]"

@@ -10,11 +10,11 @@ from dialogrl.envs.telesales.personas import (
                                               UNSEEN_BUYERS,
                                               AnchoredBuyer,
                                               BuyerPersona,
+                                              ScriptedAgent,
                                               SellerPersona,
-                                              TelesalesAgent,
                                               hear,
                                               listen,
-                                              telesales_population,
+                                              population,
                                               traits,
 )
 from dialogrl.envs.telesales.task import (
@@ -36,8 +36,17 @@ from dialogrl.envs.telesales.task import (
                                               sample_scenario,
 )
 
-__all__ = ["ALL_BUYERS", "AnchoredBuyer", "BUYER_PERSONAS", "SELLER_PERSONAS", "UNSEEN_BUYERS", "BuyerPersona",
-           "SellerPersona", "TelesalesAgent", "hear", "listen", "telesales_population", "traits", "BUYER_PROFILES",
+TASK = VehicleTeleSales
+TINY_MODELS = {  # see envs/dealnodeal/__init__.py
+    "tiny-telesales": dict(
+        corpus="dialogrl.envs.telesales.corpus:telesales_corpus",
+        corpus_kwargs={"n_dialogues": 7000, "seed": 0, "views": "one"},  # ~2.3M tokens, as many as tiny-dond's
+        description="Vehicle TeleSales (seller and buyer), warm-started on scripted persona dialogues"),
+}
+
+__all__ = ["TASK", "TINY_MODELS",
+           "ALL_BUYERS", "AnchoredBuyer", "BUYER_PERSONAS", "SELLER_PERSONAS", "UNSEEN_BUYERS", "BuyerPersona",
+           "SellerPersona", "ScriptedAgent", "hear", "listen", "population", "traits", "BUYER_PROFILES",
            "CATALOG", "FEATURES", "MAX_PRICE", "SELLER_GOALS", "TYPES", "TelesalesScenario", "Vehicle",
            "VehicleTeleSales", "buy_marker", "feasible", "fits", "good_sale", "offer_marker", "parse_marker",
            "sample_scenario"]

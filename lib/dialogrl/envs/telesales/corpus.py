@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dialogrl.envs.base import check_views, conversations
-from dialogrl.envs.telesales.personas import TelesalesAgent, telesales_population
+from dialogrl.envs.telesales.personas import ScriptedAgent, population
 from dialogrl.envs.telesales.task import VehicleTeleSales
 from dialogrl.rollout import play
 
@@ -21,7 +21,7 @@ def telesales_corpus(n_dialogues: int = 7000, seed: int = 0, sellers: Sequence[s
     check_views(views)  # before playing the games
     task = VehicleTeleSales(max_turns=max_turns)
     scenarios = task.sample_scenarios(n_dialogues, seed=seed)
-    seller = telesales_population("seller", sellers, seed=seed * 2 + 1, style=style)
-    buyer = TelesalesAgent(None, seed=seed * 2 + 2, style=style)
+    seller = population("seller", sellers, seed=seed * 2 + 1, style=style)
+    buyer = ScriptedAgent(None, seed=seed * 2 + 2, style=style)
     episodes = play(task, {"seller": seller, "buyer": buyer}, scenarios)
     return conversations(task, [ep.state for ep in episodes], views)

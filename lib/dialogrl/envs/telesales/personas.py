@@ -1,8 +1,8 @@
 """Scripted Vehicle TeleSales sellers and buyers: the held-out counterparts, and the authors of the warm-start corpus.
 
-`TelesalesAgent` plays one persona (SELLER_PERSONAS, BUYER_PERSONAS, or UNSEEN_BUYERS: buyers that neither the
+`ScriptedAgent` plays one persona (SELLER_PERSONAS, BUYER_PERSONAS, or UNSEEN_BUYERS: buyers that neither the
 scenario generator nor the corpus uses) by explicit rules over its private information and what it hears in the
-partner's words (`hear`, `listen`). `telesales_population` is a Population of them, one drawn per game.
+partner's words (`hear`, `listen`). `population` is a Population of them, one drawn per game.
 
 Rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.envs.heldout):
   margin-schedule         `SellerPersona`: its asking margin falls with the clock
@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key
+from dialogrl.envs.base import GameState, PersonaAgent, Population, game_key, scripted_population
 from dialogrl.envs.heldout import Traits
 from dialogrl.envs.telesales.task import (
     BUYER_PROFILES,
@@ -119,7 +119,7 @@ BUYER_PERSONAS: dict[str, BuyerPersona] = {p.name: p for p in [
 ]}
 # Buyers that no part of the pipeline has seen: the scenario generator, and so the warm-start corpus
 # (`telesales_corpus`), draw personas from BUYER_PERSONAS only, so these are held out from the warm start as well as
-# from RL. Play one by name (`TelesalesAgent("poker-face")`, `telesales_population("buyer", ["poker-face"])`).
+# from RL. Play one by name (`ScriptedAgent("poker-face")`, `population("buyer", ["poker-face"])`).
 # Each is held out by dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every buyer above):
 # `poker-face` (0.33 from wanderer), `exacting` (0.51 from picky) and `anchored` (another family).
 UNSEEN_BUYERS: dict[str, BuyerPersona | AnchoredBuyer] = {p.name: p for p in [
@@ -296,7 +296,7 @@ def schedule(start: float, end: float, beta: float, progress: float) -> float:
     return start + (end - start) * min(max(progress, 0.0), 1.0) ** beta
 
 
-class TelesalesAgent(Agent):
+class ScriptedAgent(PersonaAgent):
     """A scripted TeleSales seller or buyer playing one persona (a SellerPersona, a BuyerPersona or its name in
     SELLER_PERSONAS, BUYER_PERSONAS or UNSEEN_BUYERS).
 
@@ -306,18 +306,13 @@ class TelesalesAgent(Agent):
     batch. `style` overrides the persona's phrasing.
     """
 
+    personas = {"sellers": SELLER_PERSONAS, "buyers": BUYER_PERSONAS, "unseen buyers": UNSEEN_BUYERS}
+    scenario_name = "scenario-buyer"
+
     def __init__(self, persona: SellerPersona | BuyerPersona | AnchoredBuyer | str | None = None, seed: int = 0,
                  style: str | None = None):
-        if isinstance(persona, str):
-            if persona not in SELLER_PERSONAS and persona not in ALL_BUYERS:
-                raise ValueError(f"unknown persona {persona!r}; sellers: {', '.join(SELLER_PERSONAS)}; "
-                                 f"buyers: {', '.join(BUYER_PERSONAS)}; unseen buyers: {', '.join(UNSEEN_BUYERS)}")
-            persona = SELLER_PERSONAS.get(persona) or ALL_BUYERS[persona]
-        self.persona, self.seed, self.style = persona, seed, style
-        self.name = persona.name if persona is not None else "scenario-buyer"
-
-    def act(self, requests: Sequence[ActRequest]) -> list[str]:
-        return [self.utter(r.task, r.state, r.role) for r in requests]
+        super().__init__(persona, seed)
+        self.style = style
 
     def utter(self, task: VehicleTeleSales, state: GameState, role: str) -> str:
         p = self.persona if self.persona is not None else BUYER_PERSONAS[state.scenario.persona]
@@ -477,19 +472,12 @@ class TelesalesAgent(Agent):
         return self._clauses(parts, ph, rng)
 
 
-def telesales_population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
-                         seed: int = 0, style: str | None = None) -> Population:
+def population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,
+               seed: int = 0, style: str | None = None) -> Population:
     """A Population of scripted TeleSales personas for `role` ('seller' or 'buyer'): all of SELLER_PERSONAS or
     BUYER_PERSONAS by default; buyers of UNSEEN_BUYERS by name."""
-    default = {"seller": SELLER_PERSONAS, "buyer": BUYER_PERSONAS}.get(role)
-    if default is None:
-        raise ValueError(f"role={role!r}: choose 'seller' or 'buyer'")
-    personas = ALL_BUYERS if role == "buyer" else SELLER_PERSONAS
-    names = list(names or default)
-    unknown = [n for n in names if n not in personas]
-    if unknown:
-        raise ValueError(f"unknown {role} persona(s) {unknown}; {role}s: {', '.join(personas)}")
-    members = {n: TelesalesAgent(personas[n], seed=seed * 1000 + i, style=style) for i, n in enumerate(names)}
-    return Population(members, dict(weights or {}), seed=seed)
+    return scripted_population(role, {"seller": SELLER_PERSONAS, "buyer": ALL_BUYERS},
+                              {"seller": list(SELLER_PERSONAS), "buyer": list(BUYER_PERSONAS)},
+                              lambda p, s: ScriptedAgent(p, seed=s, style=style), names, weights, seed)
 
 

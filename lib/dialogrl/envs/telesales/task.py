@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import MARKER, GameState, Question, Task, Turn, history_messages, one_marker, shorten
+from dialogrl.envs.base import MARKER, GameState, Question, Turn, TurnTakingTask, one_marker, shorten
 
 TYPES = ("sedan", "suv", "pickup", "van", "hatchback", "ev")
 FEATURES = ("awd", "hybrid", "third_row", "sunroof", "towing", "leather", "heated_seats")
@@ -235,7 +235,7 @@ def article(word: str) -> str:
 
 # --------------------------------------------------------------------------------------------------- the task
 
-class VehicleTeleSales(Task):
+class VehicleTeleSales(TurnTakingTask):
     """Vehicle TeleSales as a two-role Task: 'seller' (speaks first) and 'buyer'. See the module docstring.
 
     max_turns: talk turns (both roles together) before the game ends without a sale.
@@ -248,6 +248,7 @@ class VehicleTeleSales(Task):
     """
     name = "telesales"
     roles = ("seller", "buyer")
+    opening = "A buyer calls. You speak first."
 
     def __init__(self, max_turns: int = 10, lot_size: int = 6, p_infeasible: float = 0.2,
                  success_bonus: float = 1.0, bad_sale: float = -1.0, invalid_penalty: float = 0.1,
@@ -288,10 +289,6 @@ class VehicleTeleSales(Task):
         return (f"Vehicle TeleSales. You are the buyer, {scenario.persona}: {about}. Your budget: ${scenario.budget}. "
                 f"Must have: {needs}. You prefer {article(scenario.preferred_type)}. The lot:\n{lot}\n" + rules)
 
-    def view(self, state: GameState, role: str) -> list[dict]:
-        msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
-        return msgs + history_messages(state, role, opening="A buyer calls. You speak first.")
-
     # -- a pretrained language model as the buyer (dialogrl.counterpart)
     def counterpart_prompt(self, scenario: TelesalesScenario, role: str) -> str:
         if role != "buyer":
@@ -321,13 +318,7 @@ class VehicleTeleSales(Task):
         return "[ACCEPT]" if buy == "yes" else ""
 
     # -- turns
-    def current_role(self, state: GameState) -> str:
-        return self.roles[len(state.talk_turns()) % 2]
-
-    def step(self, state: GameState, text: str) -> Turn:
-        if state.done:
-            raise RuntimeError("the game is over")
-        role = self.current_role(state)
+    def take_turn(self, state: GameState, role: str, text: str) -> Turn:
         action, invalid = parse_marker(text, state.scenario.lot)
         offers = state.info.setdefault("offers", [])  # [(vehicle, price)]: the seller's valid offers, in order
         kind = action["type"]

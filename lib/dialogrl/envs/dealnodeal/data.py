@@ -1,21 +1,15 @@
-"""Loaders for real dialogue data into the tasks' own scenario and dialogue types.
-
-Deal or No Deal (Lewis et al. 2017), from either source:
+"""The human Deal or No Deal dialogues (Lewis et al. 2017) as the game's own types, from either source:
   - the original release's text files (`data.txt` raw format, `train/val/test.txt` tagged format), from a local path;
   - the hub dataset `mikelewis0/deal_or_no_dialog` (needs internet or the local HF cache): its Parquet export
     (`refs/convert/parquet`, config `dialogues`), since datasets 4.x no longer runs the loading script on its main
     branch; or a local copy of that export (a folder of `<split>/*.parquet`).
 Each dialogue becomes a DondRecord: the scenario with A = the first speaker, the talk turns, and each role's own
-selection where the file records it. `replay(task, record)` plays it through the task's rules.
-Persuasion for Good (Wang et al. 2019), from a local folder of the release's CSV files (`load_p4g`): each dialogue a
-P4GRecord with its turns, the persuadee's donation and, for the 300 annotated dialogues, the strategy label of every
-persuader sentence.
-The data is never committed to this repository; tests read a local copy (see tests/conftest.py).
+selection where the file records it. `replay(task, record)` plays it through the task's rules; `dond_human_corpus`
+is the corpus of `tiny-dond-human`. The data is never committed to this repository; tests read a local copy (see
+tests/conftest.py).
 """
 from __future__ import annotations
 
-import csv
-import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -23,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dialogrl.envs.base import GameState
-from dialogrl.envs.dealnodeal import SELECTION_TOKEN, DealOrNoDeal, DondScenario
+from dialogrl.envs.dealnodeal.task import SELECTION_TOKEN, DealOrNoDeal, DondScenario
 from dialogrl.hub import HUB_ID_PATTERN, hub_reachable
 
 DOND_HUB_ID = "mikelewis0/deal_or_no_dialog"
@@ -268,161 +262,3 @@ def dond_human_corpus(source: str | Path, max_turns: int = 20, views: str = "bot
         games.append(replay(task, rec))  # roles the file lacks a selection for are left out
         roles.append(keep)
     return selection_conversations(task, games, roles)
-
-
-# ------------------------------------------------------------------------------------------- Persuasion for Good
-
-P4G_ROLES = {"0": "persuader", "1": "persuadee"}   # the release's B4 codes: 0 persuader (ER), 1 persuadee (EE)
-P4G_FILES = ("full_dialog.csv", "full_info.csv")
-
-
-@dataclass
-class P4GRecord:
-    """One Persuasion for Good dialogue. turns: (role, text), consecutive units of one speaker joined. donation: the
-    persuadee's actual donation in dollars (B6), clipped to the $2 payment (the release holds a few larger values,
-    `raw_donation`); None where the file has none. sentences: for the 300 annotated dialogues, every persuader
-    sentence as (turn number of the release, text, strategy label er_label_1), else None; responses: the same for
-    every persuadee sentence (its dialogue act ee_label_1: agree-donation, ask-org-info, ...)."""
-    id: str
-    turns: list[tuple[str, str]]
-    donation: float | None
-    raw_donation: float | None = None
-    sentences: list[tuple[int, str, str]] | None = None
-    responses: list[tuple[int, str, str]] | None = None
-
-
-def _read_csv(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def load_p4g(source: str | Path, payment: float = 2.0) -> list[P4GRecord]:
-    """Persuasion for Good records from a local folder holding the release's `full_dialog.csv` and `full_info.csv`
-    (and, for the strategy annotations, `300_dialog.csv`), in the order of `full_dialog.csv`."""
-    path = Path(source).expanduser()
-    missing = [n for n in P4G_FILES if not (path / n).is_file()]
-    if not path.is_dir() or missing:
-        raise FileNotFoundError(f"no Persuasion for Good release at {source!r}: need a folder with "
-                                f"{', '.join(P4G_FILES)} (missing: {', '.join(missing) or 'the folder'})")
-    turns: dict[str, list[tuple[str, str]]] = {}
-    for n, row in enumerate(_read_csv(path / "full_dialog.csv"), 2):
-        role = P4G_ROLES.get(row.get("B4", ""))
-        if role is None or not row.get("B2"):
-            raise ValueError(f"{path / 'full_dialog.csv'}:{n}: malformed row (B4 must be 0 or 1, B2 a dialogue id)")
-        text = " ".join((row.get("Unit") or "").split())
-        said = turns.setdefault(row["B2"], [])
-        if said and said[-1][0] == role:
-            said[-1] = (role, f"{said[-1][1]} {text}".strip())
-        elif text:
-            said.append((role, text))
-    donations: dict[str, float] = {}
-    for row in _read_csv(path / "full_info.csv"):
-        if row.get("B4") == "1" and row.get("B6") not in (None, ""):
-            donations[row["B2"]] = float(row["B6"])
-    sentences: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-    responses: dict[str, list[tuple[int, str, str]]] = defaultdict(list)
-    if (path / "300_dialog.csv").is_file():
-        for row in _read_csv(path / "300_dialog.csv"):
-            for role, column, into in (("0", "er_label_1", sentences), ("1", "ee_label_1", responses)):
-                if row.get("B4") == role and row.get(column):
-                    into[row["B2"]].append((int(float(row["Turn"])), " ".join(row["Unit"].split()),
-                                            row[column].strip()))
-    out = []
-    for did, said in turns.items():
-        raw = donations.get(did)
-        out.append(P4GRecord(did, said, None if raw is None else min(max(raw, 0.0), payment), raw,
-                             sentences.get(did), responses.get(did)))
-    return out
-
-
-def p4g_human_corpus(source: str | Path | None, max_exchanges: int = 5, seed: int = 0,
-                     n_dialogues: int | None = None) -> list[list[dict]]:
-    """The human persuadees of Persuasion for Good as chat conversations: the corpus of `tiny-persuasion-human`, the
-    held-out "human" persuadee of notebook 03.
-
-    Each dialogue from the persuadee's view, cut to the game's first `max_exchanges` exchanges, its last kept turn
-    ending with the persuadee's recorded donation as the game's marker ([DONATE $x]: the study recorded it after the
-    chat). The system prompt names a persuadee profile drawn uniformly (seeded) from PERSUADEE_PROFILES, so that the
-    model, like the humans, answers every profile's prompt the same way. Dialogues without a recorded donation are
-    left out; n_dialogues keeps the first so many of the rest (None: all).
-    """
-    import random
-
-    from dialogrl.envs.persuasion import PERSUADEE_PROFILES, PersuasionForGood, PersuasionScenario, donate_marker
-
-    if source is None:
-        raise ValueError("tiny-persuasion-human is built from the Persuasion for Good release: give a local copy, "
-                         "`python -m dialogrl build-tiny tiny-persuasion-human --data <folder with full_dialog.csv>`")
-    task = PersuasionForGood(max_exchanges=max_exchanges)
-    rng = random.Random(seed)
-    out = []
-    for i, rec in enumerate(load_p4g(source)):
-        if rec.donation is None or len(rec.turns) < 2:
-            continue
-        turns = rec.turns[:2 * max_exchanges]
-        if turns[-1][0] != "persuadee":
-            turns = turns[:-1]
-        state = task.reset(PersuasionScenario(rng.choice(sorted(PERSUADEE_PROFILES)), 0.0, id=i))
-        for k, (_, text) in enumerate(turns):
-            said = text.replace("[", "(").replace("]", ")")   # the humans' own brackets are not markers
-            task.step(state, f"{said} {donate_marker(rec.donation)}" if k == len(turns) - 1 else said)
-        out.append(task.view(state, "persuadee"))
-    return out if n_dialogues is None else out[:n_dialogues]
-
-
-# ------------------------------------------------------------------------------------------------------ SOTOPIA
-
-SOTOPIA_EPISODES = "hard_episodes_gpt35_gpt4"
-SOTOPIA_SCORES = "complete_gpt_score.json"
-_SAID = re.compile(r'^(?:Turn #\d+:?\s*)?([^\n"]+?) said: "(.*)"\s*$')   # 'Turn #0: A said: "..."' or on its own line
-
-
-@dataclass
-class SotopiaEpisode:
-    """One stored SOTOPIA episode (LLM-LLM, on a SOTOPIA-hard scenario): the two participants' names, their goals
-    (as rendered), the turns as (name, text), the models ([evaluator, agent1, agent2]) and GPT-4's scores per side
-    ({"agent1": {"goal": 0..10, "relationship": -5..5, ...}, "agent2": ...}; None where the file has none)."""
-    pk: str
-    env_id: str
-    names: tuple[str, str]
-    goals: tuple[str, str]
-    turns: list[tuple[str, str]]
-    models: list[str]
-    scores: dict | None
-
-
-def load_sotopia_episodes(source: str | Path) -> list[SotopiaEpisode]:
-    """The SOTOPIA-hard episodes of a local folder holding `hard_episodes_gpt35_gpt4/*.json` and
-    `complete_gpt_score.json` (sotopia-lab/sotopia's human-evaluation release), sorted by episode id."""
-    path = Path(source).expanduser()
-    if not (path / SOTOPIA_EPISODES).is_dir():
-        raise FileNotFoundError(f"no SOTOPIA episodes at {source!r}: need a folder with {SOTOPIA_EPISODES}/ and "
-                                f"{SOTOPIA_SCORES}")
-    scores = json.loads((path / SOTOPIA_SCORES).read_text()) if (path / SOTOPIA_SCORES).is_file() else {}
-    out = []
-    for f in sorted((path / SOTOPIA_EPISODES).glob("*.json")):
-        d = json.loads(f.read_text())
-        text = d.get("rewards_prompt", "")
-        m = re.search(r"^Participants: (.+?) and (.+?)$", text, re.M)
-        if m is None:
-            raise ValueError(f"{f}: no 'Participants: A and B' line in rewards_prompt")
-        names = (m.group(1).strip(), m.group(2).strip())
-        goals = tuple((re.search(rf"^{re.escape(n)}'s goal: (.*)$", text, re.M) or [None, ""])[1] for n in names)
-        turns = []
-        for line in text.splitlines():
-            s = _SAID.match(line.strip())
-            if s and s.group(1).strip() in names:
-                turns.append((s.group(1).strip(), s.group(2)))
-        out.append(SotopiaEpisode(d["pk"], d["environment"], names, goals, turns, d.get("models", []),
-                                  scores.get(d["pk"])))
-    if not out:
-        raise ValueError(f"{path / SOTOPIA_EPISODES}: no episodes")
-    return out
-
-
-def load_sotopia_profiles(source: str | Path) -> list[dict]:
-    """SOTOPIA's 40 character profiles (`agent_profiles.jsonl`: names, Big Five, decision-making style, ...)."""
-    path = Path(source).expanduser() / "agent_profiles.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"no SOTOPIA character profiles at {path}")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
