@@ -1,101 +1,146 @@
-"""The methods of each paper as RoleSpecs: who trains, through which adapter, against whom, isolated or pooled."""
+"""Each paper's methods in one shape, a MethodSpec: who trains, through which adapter, against whom, with which
+config overrides, hooks and per-turn rewards, and what plays each seat at evaluation."""
 import pytest
 
 from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.rl.methods import CALIBRATED_RL_METHODS, MethodSpec, calibrated_rl_roles, ibrl_methods, ibrl_roles
-from dialogrl.rl.trainer import RoleSpec
+from dialogrl.rl.methods import MethodSpec, calibrated, ibrl, scope, socialrl
+from dialogrl.rl.static import StaticContextTrainer
+from dialogrl.rl.trainer import RoleSpec, Trainer
 
 ROLES = ("seller", "buyer")
 
 
 def test_ibrl_method_names_in_table_order():
-    assert ibrl_methods(("A", "B")) == ["base", "unilateral-A", "unilateral-B", "ibrl", "shared"]
-    assert ibrl_methods(("seller",)) == ["base", "unilateral-seller", "ibrl", "shared"]
+    assert ibrl.methods(("A", "B")) == ["base", "unilateral-A", "unilateral-B", "ibrl", "shared"]
+    assert ibrl.methods(("seller",)) == ["base", "unilateral-seller", "ibrl", "shared"]
 
 
 def test_base_trains_nothing_and_plays_the_warm_start():
-    m = ibrl_roles("base", ROLES, lr=1e-3)
-    assert m == MethodSpec("base", {}, {"seller": None, "buyer": None}, True, {"seller": None, "buyer": None})
-    assert m.adapters == []
+    m = ibrl.method_spec("base", ROLES, lr=1e-3)
+    assert m == MethodSpec("base", {}, {"isolate": True}, {"seller": None, "buyer": None},
+                           partners={"seller": None, "buyer": None})
+    assert m.adapters == () and m.trainer(None, None, None, None) is None
 
 
 def test_unilateral_trains_one_side_against_the_frozen_warm_start():
-    m = ibrl_roles("unilateral-buyer", ROLES, lr=2e-3)
+    m = ibrl.method_spec("unilateral-buyer", ROLES, lr=2e-3)
     assert m.roles == {"seller": RoleSpec(), "buyer": RoleSpec(adapter="policy", trainable=True, lr=2e-3)}
     assert m.seats == {"seller": None, "buyer": "policy"}  # the untrained seat stays the warm start
-    assert m.isolate and m.adapters == ["policy"]
+    assert m.config_overrides == {"isolate": True} and m.adapters == ("policy",)
     assert m.partners == {"buyer": None}  # the seller seat was not trained: no training partner to play
 
 
 def test_ibrl_one_isolated_path_per_role():
-    m = ibrl_roles("ibrl", ROLES, lr=1e-3)
+    m = ibrl.method_spec("ibrl", ROLES, lr=1e-3)
     assert m.roles == {r: RoleSpec(adapter=r, trainable=True, lr=1e-3) for r in ROLES}
     assert m.seats == {"seller": "seller", "buyer": "buyer"}
-    assert m.isolate and m.adapters == ["buyer", "seller"]
+    assert m.config_overrides == {"isolate": True} and m.adapters == ("buyer", "seller")
     assert m.partners == {"seller": "buyer", "buyer": "seller"}  # each faced the other role's adapter
 
 
 def test_shared_one_pooled_path():
-    m = ibrl_roles("shared", ROLES, lr=1e-3)
+    m = ibrl.method_spec("shared", ROLES, lr=1e-3)
     assert m.roles == {r: RoleSpec(adapter="shared", trainable=True, lr=1e-3) for r in ROLES}
     assert m.seats == {r: "shared" for r in ROLES} and m.partners == {r: "shared" for r in ROLES}
-    assert not m.isolate and m.adapters == ["shared"]
+    assert m.config_overrides == {"isolate": False} and m.adapters == ("shared",)
 
 
 def test_every_ibrl_method_covers_every_role():
-    for method in ibrl_methods(ROLES):
-        m = ibrl_roles(method, ROLES, lr=1e-3)
+    for method in ibrl.methods(ROLES):
+        m = ibrl.method_spec(method, ROLES, lr=1e-3)
         assert set(m.seats) == set(ROLES) and set(m.partners) <= set(ROLES)
         assert m.roles == {} or set(m.roles) == set(ROLES)  # the Trainer needs a RoleSpec for every role
 
 
 def test_unknown_ibrl_methods_are_named():
     with pytest.raises(ValueError, match="unknown IB-RL method 'selfplay'.*base, unilateral-seller, unilateral-buyer"):
-        ibrl_roles("selfplay", ROLES, lr=1e-3)
+        ibrl.method_spec("selfplay", ROLES, lr=1e-3)
     with pytest.raises(ValueError, match="unknown IB-RL method 'unilateral-C'"):
-        ibrl_roles("unilateral-C", ROLES, lr=1e-3)
+        ibrl.method_spec("unilateral-C", ROLES, lr=1e-3)
     with pytest.raises(ValueError, match="two-role"):
-        ibrl_roles("ibrl", ("A", "B", "C"), lr=1e-3)
+        ibrl.method_spec("ibrl", ("A", "B", "C"), lr=1e-3)
 
 
-def test_calibrated_rl_roles():
+def test_calibrated_rl_methods():
     sims = {"uncalibrated": object(), "calibrated": object()}
     policy = RoleSpec(adapter="policy", trainable=True, lr=1e-3)
-    assert CALIBRATED_RL_METHODS == ("base", "static", "interactive", "calibrated")
-    assert calibrated_rl_roles("base", sims, lr=1e-3) == {}
-    assert calibrated_rl_roles("static", sims, lr=1e-3) == {"A": policy}  # logged contexts: no partner plays
-    assert calibrated_rl_roles("interactive", sims, lr=1e-3) == {"A": policy, "B": RoleSpec(agent=sims["uncalibrated"])}
-    assert calibrated_rl_roles("calibrated", sims, lr=1e-3) == {"A": policy, "B": RoleSpec(agent=sims["calibrated"])}
-    roles = calibrated_rl_roles("interactive", sims, lr=1e-3, policy_seat="seller", user_seat="buyer")
+    assert calibrated.METHODS == ("base", "static", "interactive", "calibrated")
+    assert calibrated.method_spec("base", sims, lr=1e-3).roles == {}
+    static = calibrated.method_spec("static", sims, lr=1e-3, contexts=["c"], reward_model="rm")
+    assert static.roles == {"A": policy}  # logged contexts: no partner plays
+    assert static.trainer_class is StaticContextTrainer and static.trainer_kwargs == {"contexts": ["c"],
+                                                                                      "reward_model": "rm"}
+    with pytest.raises(ValueError, match="static trains on logged contexts"):
+        calibrated.method_spec("static", sims, lr=1e-3)
+    interactive = calibrated.method_spec("interactive", sims, lr=1e-3)
+    assert interactive.roles == {"A": policy, "B": RoleSpec(agent=sims["uncalibrated"])}
+    assert interactive.trainer_class is Trainer and interactive.seats == {"A": "policy"}
+    assert calibrated.method_spec("calibrated", sims, lr=1e-3).roles == {"A": policy,
+                                                                          "B": RoleSpec(agent=sims["calibrated"])}
+    roles = calibrated.method_spec("interactive", sims, lr=1e-3, policy_seat="seller", user_seat="buyer").roles
     assert list(roles) == ["seller", "buyer"]
     with pytest.raises(ValueError, match="unknown method 'dpo'.*base, static, interactive, calibrated"):
-        calibrated_rl_roles("dpo", sims, lr=1e-3)
+        calibrated.method_spec("dpo", sims, lr=1e-3)
 
 
-def test_scope_roles():
-    from dialogrl.rl.methods import SCOPE_METHODS, scope_roles
-
+def test_scope_methods():
     sims = {"single": ScriptedAgent("fair"), "single_hot": ScriptedAgent("boulware"), "vs": ScriptedAgent("greedy"),
             "ensemble": ScriptedAgent("stubborn")}
-    assert SCOPE_METHODS == ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
+    assert scope.METHODS == ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
     for method in ("single", "single_hot", "vs", "ensemble"):
-        roles = scope_roles(method, sims, lr=1e-3)
-        assert roles["persuader"] == RoleSpec(adapter="policy", trainable=True, lr=1e-3)
-        assert roles["persuadee"].agent is sims[method] and not roles["persuadee"].trainable
+        m = scope.method_spec(method, sims, lr=1e-3)
+        assert m.roles["persuader"] == RoleSpec(adapter="policy", trainable=True, lr=1e-3)
+        assert m.roles["persuadee"].agent is sims[method] and not m.roles["persuadee"].trainable
+        assert m.adapters == ("policy",) and len(m.hooks) == (method == "ensemble")   # ensemble: reseeded per step
     for method in ("cotrain", "population"):
-        roles = scope_roles(method, {}, lr=1e-3, sim_lr=5e-4)
-        assert roles["persuadee"] == RoleSpec(adapter="simulator", trainable=True, lr=5e-4)
+        m = scope.method_spec(method, {}, lr=1e-3, sim_lr=5e-4, pool_size=3)
+        assert m.roles["persuadee"] == RoleSpec(adapter="simulator", trainable=True, lr=5e-4)
+    pool = scope.method_spec("population", {}, lr=1e-3, pool_size=3, pool_every=2).hooks[0]
+    assert isinstance(pool, scope.SimulatorPool) and (pool.size, pool.every, pool.role) == (3, 2, "persuadee")
+    assert scope.method_spec("population", {}, lr=1e-3, pool_size=2).adapters == ("policy", "simulator", "pool-0",
+                                                                                   "pool-1")
+    assert scope.method_spec("base", sims, lr=1e-3).roles == {}
     with pytest.raises(ValueError, match="unknown method 'duo'"):
-        scope_roles("duo", sims, lr=1e-3)
+        scope.method_spec("duo", sims, lr=1e-3)
     with pytest.raises(ValueError, match=r"simulators\['vs'\]"):
-        scope_roles("vs", {"single": sims["single"]}, lr=1e-3)
+        scope.method_spec("vs", {"single": sims["single"]}, lr=1e-3)
+
+
+def test_socialrl_methods():
+    from dialogrl.envs.social import ScriptedAgent as Partner
+    from dialogrl.envs.social import SocialScenes
+    from dialogrl.envs.social.judge import RuleJudge
+    from dialogrl.rewards import ProcessReward
+
+    task, partner = SocialScenes(), Partner(None)
+    m = socialrl.method_spec("socialrl", task, partner, RuleJudge(), lr=1e-3, process_coef=0.3)
+    assert m.roles == {"agent": RoleSpec(adapter="policy", trainable=True, lr=1e-3), "partner": RoleSpec(agent=partner)}
+    assert m.config_overrides == {"algorithm": "ppo", "gamma": 0.95, "lam": 0.95} and m.seats == {"agent": "policy"}
+    assert isinstance(m.turn_rewards, ProcessReward) and m.turn_rewards.schedule == "dynamic"
+    assert socialrl.method_spec("outcome_ppo", task, partner, RuleJudge(), 1e-3, 0.3).turn_rewards is None
+    grpo = socialrl.method_spec("socialrl_grpo", task, partner, RuleJudge(), 1e-3, 0.3).config_overrides
+    assert grpo == {"algorithm": "grpo", "gamma": 1.0, "lam": 1.0}
+    assert socialrl.method_spec("base", task, partner, RuleJudge(), 1e-3, 0.3).roles == {}
+    with pytest.raises(ValueError, match="unknown method 'sft' of SocialRL"):
+        socialrl.method_spec("sft", task, partner, RuleJudge(), 1e-3, 0.3)
+
+
+def test_a_spec_builds_its_trainer_with_its_overrides_and_hooks(dond_toy_dir):
+    from dialogrl.envs import DealOrNoDeal
+    from dialogrl.models import load_model
+    from dialogrl.rl.trainer import TrainConfig
+
+    spec = ibrl.method_spec("shared", ("A", "B"), lr=1e-3)
+    model, tok = load_model(str(dond_toy_dir), adapters=spec.adapters, device="cpu", lora_r=4)
+    mine = object()
+    trainer = spec.trainer(DealOrNoDeal(), model, tok, TrainConfig(steps=1, isolate=True, kl_coef=0.2), hooks=(mine,))
+    assert trainer.config.isolate is False and trainer.config.kl_coef == 0.2   # the method's override wins
+    assert trainer.hooks == [mine] and trainer.roles == spec.roles
 
 
 def test_simulator_pool_parameters_are_named():
-    from dialogrl.rl.methods import SimulatorPool
-
     with pytest.raises(ValueError, match="size=0"):
-        SimulatorPool(size=0)
+        scope.SimulatorPool(size=0)
     with pytest.raises(ValueError, match="every=0"):
-        SimulatorPool(every=0)
-    assert SimulatorPool(size=3).slots == ["pool-0", "pool-1", "pool-2"]
+        scope.SimulatorPool(every=0)
+    assert scope.SimulatorPool(size=3).slots == ["pool-0", "pool-1", "pool-2"]

@@ -102,3 +102,11 @@ def test_progress_bars_are_off_in_tests_and_on_elsewhere(monkeypatch):
     bar = progress(range(3), "x", file=io.StringIO())
     assert not bar.disable and list(bar) == [0, 1, 2]
     assert progress(range(3), "x", enabled=False).disable
+
+
+def test_no_nan_makes_every_non_finite_float_null():
+    from dialogrl.run import no_nan
+
+    x = {"a": float("nan"), "b": [1.0, np.float64("inf"), (2, float("-inf"))], "c": {"d": np.nan, "e": "nan"}, "f": 3}
+    assert no_nan(x) == {"a": None, "b": [1.0, None, [2, None]], "c": {"d": None, "e": "nan"}, "f": 3}
+    assert json.loads(json.dumps(no_nan(x), allow_nan=False))["b"][1] is None

@@ -104,3 +104,18 @@ def test_malformed_corpus_is_named(corpus, needle):
 
 def test_registry_names_are_tiny_prefixed():
     assert TINY_MODELS and all(name.startswith("tiny-") for name in TINY_MODELS)
+
+
+def test_warm_start_builds_embedded_recipes_and_passes_other_models_through(monkeypatch):
+    from dialogrl import tiny
+
+    calls = []
+    monkeypatch.setattr(tiny, "build_tiny_model", lambda name, **kw: calls.append((name, kw)) or f"/cache/{name}")
+    assert tiny.warm_start("HuggingFaceTB/SmolLM2-135M-Instruct", 100, build_seed=3) == \
+        "HuggingFaceTB/SmolLM2-135M-Instruct"                      # a hub id (or a folder): the same for every seed
+    assert tiny.warm_start("tiny-dond", 100, build_seed=3) == "/cache/tiny-dond"
+    assert tiny.warm_start("tiny-social", None, corpus_seed=1, partners=["prickly"]) == "/cache/tiny-social"
+    assert tiny.warm_start("tiny-dond", 0) == "/cache/tiny-dond"   # 0 or None: the recipe's own size
+    assert calls == [("tiny-dond", {"build_seed": 3, "n_dialogues": 100}),
+                     ("tiny-social", {"build_seed": None, "seed": 1, "partners": ["prickly"]}),
+                     ("tiny-dond", {"build_seed": None})]

@@ -374,11 +374,11 @@ def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_t
     its step, distinct from each other; the simulator's seat holds a population; the live simulator learns only
     from the games it played, and every trainable role logs its share of all-equal reward groups."""
     from dialogrl.envs.base import Population
-    from dialogrl.rl.methods import SimulatorPool, scope_roles
+    from dialogrl.rl.methods import scope
 
-    pool = SimulatorPool(size=2, every=1, role="B")
-    model, tok = load_model(str(dond_toy_dir), adapters=["policy", "simulator", *pool.slots], device="cpu", lora_r=4)
-    roles = scope_roles("population", {}, lr=5e-2, policy_role="A", sim_role="B")
+    spec = scope.method_spec("population", {}, lr=5e-2, policy_role="A", sim_role="B", pool_size=2, pool_every=1)
+    pool, roles = spec.hooks[0], spec.roles
+    model, tok = load_model(str(dond_toy_dir), adapters=spec.adapters, device="cpu", lora_r=4)
     snapshots = {}
 
     def record(trainer):   # the live simulator's weights at the start of each step, before the pool's snapshot

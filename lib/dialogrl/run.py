@@ -233,6 +233,16 @@ def save_env(run_dir: str | os.PathLike) -> Path:
     return write_json(Path(run_dir) / "env.json", environment_info())
 
 
+def no_nan(x: Any) -> Any:
+    """`x` with every non-finite float (a measure with nothing to measure) made None, in dicts, lists and tuples (as
+    lists): what save_summary takes, since it refuses NaN."""
+    if isinstance(x, dict):
+        return {k: no_nan(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [no_nan(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
 def save_summary(run_dir: str | os.PathLike, summary: dict) -> Path:
     """summary.json: the numbers a paper's claims are judged by. NaN is refused with the offending key."""
     return write_json(Path(run_dir) / "summary.json", summary)

@@ -266,6 +266,20 @@ def _build(corpus: list[list[dict]], cfg: TinyConfig, out_dir: Path, name: str, 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def warm_start(name: str, n_dialogues: int | None = None, corpus_seed: int | None = None,
+               build_seed: int | None = None, **corpus) -> str:
+    """A notebook's model parameter as a loadable model: the name of an embedded recipe (TINY_MODELS) is built here
+    (cached) on `n_dialogues` conversations (None or 0: the recipe's), its corpus drawn with `corpus_seed` (None: the
+    recipe's) and `corpus`'s further arguments, its build seeded with `build_seed`; a hub id or a local folder is
+    returned as it is (the same model for every seed)."""
+    if name not in TINY_MODELS:
+        return name
+    overrides = {"n_dialogues": n_dialogues} if n_dialogues else {}
+    if corpus_seed is not None:
+        overrides["seed"] = corpus_seed
+    return str(build_tiny_model(name, build_seed=build_seed, **overrides, **corpus))
+
+
 def build_tiny_model(name: str, force: bool = False, out_dir: str | Path | None = None, build_seed: int | None = None,
                      **corpus_overrides) -> Path:
     """Build (or fetch from the cache) the embedded model `name` from TINY_MODELS; returns its folder.

@@ -193,7 +193,7 @@ class Trainer:
     # added to the outcome reward that arrives at the role's last turn
     turn_rewards: Callable[[Episode, str], list[float]] | None = None
     # called with the trainer at the start of every step, before its rollout: schedules over the training steps
-    # (e.g. rl.methods.SimulatorPool, which snapshots a co-trained simulator and swaps a population into its seat)
+    # (e.g. rl.methods.scope.SimulatorPool, which snapshots a co-trained simulator and swaps a population into its seat)
     hooks: list[Callable[[Trainer], None]] = field(default_factory=list)
     step_count: int = 0
 

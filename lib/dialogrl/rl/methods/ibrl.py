@@ -1,0 +1,56 @@
+"""Paper 4, IB-RL: Isolated Bilateral RL (notebook 04). Two roles, each a seat of the game:
+    base               the warm start in both seats.
+    unilateral-<role>  that role's adapter trained against the frozen warm start; the other seat stays the warm start,
+                       in training and at evaluation.
+    ibrl               both roles trained in joint rollouts, each through its own update path: its own LoRA adapter
+                       and optimizer (`RoleSpec(adapter=role)`; one path per adapter in `rl/trainer.py`), advantages
+                       from its own rewards only (`TrainConfig.isolate=True`), and a loss over its own tokens only (the
+                       completion tokens of its own turns: the loss mask of each role's update path).
+    shared             the ablation: both roles through one adapter and optimizer, advantages pooled over the roles
+                       (`TrainConfig.isolate=False`).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dialogrl.rl.methods import MethodSpec
+from dialogrl.rl.trainer import RoleSpec
+
+
+def methods(sides: Sequence[str]) -> list[str]:
+    """The methods of paper 4 in table order: base, one unilateral run per side in `sides`, ibrl, shared."""
+    return ["base"] + [f"unilateral-{side}" for side in sides] + ["ibrl", "shared"]
+
+
+def method_spec(method: str, roles: Sequence[str], lr: float) -> MethodSpec:
+    """The MethodSpec of `method` (one of `methods(roles)`) for a two-role task with roles `roles`.
+
+    lr: every trained adapter's learning rate. Adapters are named "policy" (unilateral), the role (ibrl) or "shared".
+    """
+    roles = tuple(roles)
+    if len(roles) != 2:
+        raise ValueError(f"IB-RL methods are for two-role games; got roles {roles}")
+    other = {roles[0]: roles[1], roles[1]: roles[0]}
+    if method == "base":
+        return spec(method, {}, {r: None for r in roles}, True, {r: None for r in roles})
+    if method.startswith("unilateral-") and method.split("-", 1)[1] in roles:
+        side = method.split("-", 1)[1]
+        specs = {r: RoleSpec(adapter="policy", trainable=True, lr=lr) if r == side else RoleSpec() for r in roles}
+        seats = {r: "policy" if r == side else None for r in roles}  # the untrained seat plays the warm start
+        return spec(method, specs, seats, True, {side: None})
+    if method == "ibrl":
+        specs = {r: RoleSpec(adapter=r, trainable=True, lr=lr) for r in roles}
+        return spec(method, specs, {r: r for r in roles}, True, {r: other[r] for r in roles})
+    if method == "shared":
+        specs = {r: RoleSpec(adapter="shared", trainable=True, lr=lr) for r in roles}
+        return spec(method, specs, {r: "shared" for r in roles}, False, {r: "shared" for r in roles})
+    raise ValueError(f"unknown IB-RL method {method!r} for roles {roles}; known: {', '.join(methods(roles))}")
+
+
+def spec(method: str, roles: dict[str, RoleSpec], seats: dict[str, str | None], isolate: bool,
+         partners: dict[str, str | None]) -> MethodSpec:
+    """A MethodSpec of paper 4: `isolate` is TrainConfig.isolate (advantages per role, or pooled over the roles); the
+    adapters are created in sorted order; `partners` names, per trained role, the adapter it faced in training (a
+    seat the method leaves untrained has no entry)."""
+    adapters = tuple(sorted({r.adapter for r in roles.values() if r.adapter}))
+    return MethodSpec(method, roles, {"isolate": isolate}, seats, adapters=adapters, partners=partners)

@@ -1,0 +1,126 @@
+"""Paper 3, simulator collapse (SCOPE; notebook 03). The policy persuades; the simulator's seat changes by method:
+    single, vs, ensemble   one frozen simulator, the same behind Verbalized Sampling, or a Population of K frozen ones.
+    cotrain                the simulator an adapter trained at the same time on its own reward (IB-RL's machinery).
+    population             co-training with the simulator drawn per group from a FIFO pool of its own checkpoints: a
+                           schedule over the steps, run as a Trainer hook (`SimulatorPool`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dialogrl.envs.base import Agent
+from dialogrl.rl.methods import MethodSpec
+from dialogrl.rl.trainer import RoleSpec
+
+METHODS = ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
+
+
+def method_spec(method: str, simulators: Mapping[str, Agent], lr: float, sim_lr: float | None = None,
+                policy_role: str = "persuader", sim_role: str = "persuadee", pool_size: int = 10,
+                pool_every: int = 16) -> MethodSpec:
+    """The MethodSpec of `method` of paper 3 ("base", which trains nothing, or one of METHODS): the policy trains the
+    adapter "policy" in `policy_role`; the simulator's seat holds
+
+        single       simulators["single"]: one frozen simulator (a mode-collapsed one, e.g. sampled at low temperature)
+        single_hot   simulators["single_hot"]: the same simulator sampled at the VS simulator's temperature, so that
+                     vs - single_hot is Verbalized Sampling's effect alone (vs - single also changes the temperature)
+        vs           simulators["vs"]: the same simulator behind Verbalized Sampling (agents.VerbalizedSampling)
+        ensemble     simulators["ensemble"]: a Population of K frozen simulators, one drawn per dialogue (its seed
+                     the step: `reseed_population`)
+        cotrain      the adapter "simulator", trained at the same time on its own reward (the task's 1 - r), with its
+                     own advantages, loss mask and optimizer (TrainConfig.isolate=True, as IB-RL)
+        population   the same, with a SimulatorPool hook (`pool_size` checkpoints, one every `pool_every` steps, in
+                     adapters of their own): each group of dialogues faces the live simulator or one of its FIFO
+                     checkpoints, and only the live simulator's games train it
+
+    sim_lr: the simulator adapter's learning rate (None: lr).
+    """
+    if method == "base":
+        return MethodSpec(method, seats={policy_role: None}, adapters=("policy",))
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r} of simulator collapse (SCOPE); known: base, {', '.join(METHODS)}")
+    roles = {policy_role: RoleSpec(adapter="policy", trainable=True, lr=lr)}
+    adapters, hooks = ("policy",), ()
+    if method in ("cotrain", "population"):
+        roles[sim_role] = RoleSpec(adapter="simulator", trainable=True, lr=lr if sim_lr is None else sim_lr)
+        adapters += ("simulator",)
+        if method == "population":
+            pool = SimulatorPool(pool_size, pool_every, role=sim_role)
+            adapters, hooks = adapters + tuple(pool.slots), (pool,)
+    else:
+        if method not in simulators:
+            raise ValueError(f"method {method!r} trains against simulators[{method!r}]; given: {sorted(simulators)}")
+        roles[sim_role] = RoleSpec(agent=simulators[method])
+        hooks = (reseed_population(sim_role),) if method == "ensemble" else ()
+    return MethodSpec(method, roles, seats={policy_role: "policy"}, hooks=hooks, adapters=adapters)
+
+
+class SimulatorPool:
+    """Population co-training's FIFO pool of simulator checkpoints, as a Trainer hook (`Trainer(hooks=[pool])`).
+
+    At the start of step t it first snapshots the live simulator's adapter when t is a multiple of `every` (so the
+    pool starts with the initial simulator), copying its LoRA weights into the next slot adapter (`slots`, created
+    on the model beforehand, e.g. load_model(adapters=["policy", "simulator", *pool.slots])); when the pool holds
+    `size` checkpoints the oldest is overwritten. Then it puts a Population in the simulator's seat: the live
+    simulator and every checkpoint, drawn uniformly, one per scenario group (the Population's seed is the step), so
+    that a group's dialogues face one simulator. The trainer trains the live simulator on its own games only.
+    `checkpoints` lists (slot, step) oldest first; `history` every snapshot taken.
+    """
+
+    def __init__(self, size: int = 10, every: int = 16, role: str = "persuadee", live: str = "simulator",
+                 prefix: str = "pool"):
+        if not isinstance(size, int) or size < 1:
+            raise ValueError(f"pool size={size!r}: must be an int >= 1")
+        if not isinstance(every, int) or every < 1:
+            raise ValueError(f"pool every={every!r}: must be an int >= 1 (steps between snapshots)")
+        self.size, self.every, self.role, self.live = size, every, role, live
+        self.slots = [f"{prefix}-{i}" for i in range(size)]
+        self.checkpoints: list[tuple[str, int]] = []
+        self.history: list[tuple[str, int]] = []
+
+    def snapshot(self, model, step: int) -> str:
+        """Copy the live adapter's weights into the next slot (FIFO); returns the slot."""
+        import torch
+
+        from dialogrl.models import adapter_parameters
+
+        if len(self.checkpoints) < self.size:
+            slot = self.slots[len(self.checkpoints)]
+        else:
+            slot = self.checkpoints.pop(0)[0]
+        src = adapter_parameters(model, self.live)
+        dst = adapter_parameters(model, slot)
+        with torch.no_grad():
+            for name, p in src.items():
+                dst[name.replace(f".{self.live}.", f".{slot}.")].copy_(p)
+        self.checkpoints.append((slot, step))
+        self.history.append((slot, step))
+        return slot
+
+    def __call__(self, trainer) -> None:
+        from dialogrl.agents import LMAgent
+        from dialogrl.envs.base import Population
+
+        step = trainer.step_count
+        if step % self.every == 0:
+            self.snapshot(trainer.model, step)
+        live = trainer.agents[self.role] if not isinstance(trainer.agents[self.role], Population) \
+            else trainer.agents[self.role].members[trainer.own_agent[self.role]]
+        cfg = trainer.config
+        members = {live.name: live}
+        for slot, at in self.checkpoints:
+            members[f"{slot}@{at}"] = LMAgent(trainer.model, trainer.tokenizer, adapter=slot, name=f"{slot}@{at}",
+                                              max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+        trainer.agents[self.role] = Population(members, seed=step, name="simulator-pool")
+
+
+def reseed_population(role: str):
+    """A Trainer hook for a Population in `role`'s seat (the `ensemble` method): its seed becomes the step. Since
+    every training game has its own seed (`Trainer.scenarios`), a Population draws anew per game without it; the
+    hook only adds the step to the key."""
+    def hook(trainer) -> None:
+        agent = trainer.agents[role]
+        if not hasattr(agent, "members"):
+            raise TypeError(f"reseed_population: the {role!r} seat holds a {type(agent).__name__}, not a Population")
+        agent.seed = trainer.step_count
+    return hook

@@ -1,0 +1,59 @@
+"""Paper 2, SocialRL (notebook 02). One policy (the agent) against fixed scripted partners; the methods differ in the
+advantage and the reward (`METHODS`, `method_spec`):
+    single_turn     per-utterance rewards with no propagation across turns: PPO with gamma = 0 (each turn's advantage
+                    is its own process reward, plus the outcome on the last turn, minus the critic's value)
+    outcome_ppo     multi-turn PPO, turn-level GAE, the outcome reward only
+    socialrl        multi-turn PPO, turn-level GAE over 0.3 x the stage-weighted process reward per turn plus the
+                    outcome (dynamic weights: the judge's proposal, sanitised)
+    socialrl_grpo   the same rewards, a group baseline over the dialogue's total reward instead of the critic
+    uniform, manual the socialrl ablations of the weight schedule (1/6 each; the paper's fixed schedule by stage)
+PPO here clips only when it takes several optimizer steps per rollout: TrainConfig.epochs_per_step x minibatches >= 2
+(the notebook's parameters of those names reach TrainConfig.from_params; the Trainer warns for PPO with one step, and
+`<adapter>/clipfrac` shows the clip acting). The value head's learning rate is TrainConfig.critic_lr (the paper:
+1e-5 policy, 2e-5 value). socialrl_grpo takes the same optimizer steps, so socialrl - socialrl_grpo compares the
+advantage (critic + GAE against the group baseline) and nothing else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dialogrl.envs.base import Agent, Task
+from dialogrl.rewards import ProcessReward
+from dialogrl.rl.methods import MethodSpec
+from dialogrl.rl.trainer import RoleSpec
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The trainer settings of one SocialRL method: the advantage (`algorithm`, `gamma`, `lam`) and the weight schedule
+    of the process reward (None: the outcome reward only)."""
+    algorithm: str
+    gamma: float
+    lam: float
+    schedule: str | None
+
+
+METHODS: dict[str, Settings] = {   # the trained methods; gamma and lam are the paper's 0.95
+    "single_turn": Settings("ppo", 0.0, 0.0, "dynamic"),
+    "outcome_ppo": Settings("ppo", 0.95, 0.95, None),
+    "socialrl": Settings("ppo", 0.95, 0.95, "dynamic"),
+    "socialrl_grpo": Settings("grpo", 1.0, 1.0, "dynamic"),
+    "uniform": Settings("ppo", 0.95, 0.95, "uniform"),
+    "manual": Settings("ppo", 0.95, 0.95, "manual"),
+}
+
+
+def method_spec(method: str, task: Task, partner: Agent, judge, lr: float, process_coef: float,
+                role: str = "agent", partner_role: str = "partner") -> MethodSpec:
+    """The MethodSpec of `method` ("base", which trains nothing, or one of METHODS): the policy trains the adapter
+    "policy" in `role` against the fixed `partner`; its per-turn rewards are a ProcessReward of `judge` with the
+    method's weight schedule and `process_coef` (none for outcome_ppo); the config takes its advantage settings."""
+    if method == "base":
+        return MethodSpec(method, seats={role: None}, adapters=("policy",))
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r} of SocialRL; known: base, {', '.join(METHODS)}")
+    s = METHODS[method]
+    process = ProcessReward(judge, task, schedule=s.schedule, coef=process_coef) if s.schedule else None
+    roles = {role: RoleSpec(adapter="policy", trainable=True, lr=lr), partner_role: RoleSpec(agent=partner)}
+    return MethodSpec(method, roles, {"algorithm": s.algorithm, "gamma": s.gamma, "lam": s.lam}, {role: "policy"},
+                      turn_rewards=process, adapters=("policy",))
