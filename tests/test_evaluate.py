@@ -327,3 +327,13 @@ def test_bars_accept_a_zero_width_interval_off_by_rounding(tmp_path):
     assert (tmp_path / "bars.png").exists()
     with pytest.raises(ValueError, match="does not contain its estimate"):
         bars_with_ci(table.assign(reward_lo=[0.2, 0.1]), "reward", x="method")
+
+
+def test_partner_gap_is_the_training_partner_minus_the_held_out_mean_per_game():
+    from dialogrl.evaluate import partner_gap
+
+    train = pd.DataFrame({"seed": [0, 0, 1], "scenario": [0, 1, 0], "score": [8.0, 6.0, 5.0]})
+    heldout = pd.DataFrame({"seed": [0, 0, 0, 1], "scenario": [0, 0, 1, 7], "score": [4.0, 6.0, 6.0, 1.0]})
+    gap = partner_gap(train, heldout, "score")
+    assert gap[["seed", "scenario", "score"]].values.tolist() == [[0, 0, 3.0], [0, 1, 0.0]]  # seed 1's has no partner
+    assert set(gap["counterpart"]) == {"-"}

@@ -346,6 +346,19 @@ def summarize(games: pd.DataFrame, by: Sequence[str] = ("policy", "counterpart")
     return pd.DataFrame(out)
 
 
+def partner_gap(train: pd.DataFrame, heldout: pd.DataFrame, metric: str,
+                keys: Sequence[str] = ("seed", "scenario")) -> pd.DataFrame:
+    """How much more a policy gets against its training partner than against held-out counterparts: per `keys`
+    (a training seed's scenario, and seat where it has several), metric of the game in `train` minus the mean metric
+    of the games in `heldout` at the same keys; keys without a held-out game are dropped. Returns one row per key
+    (the keys, `metric`, counterpart "-"), ready for `clustered_ci` and, against another method's gap (a difference
+    of differences: the mismatch beyond the base's), `paired_clustered`."""
+    keys = list(keys)
+    trained = train.set_index(keys)[metric]
+    held = heldout.groupby(keys)[metric].mean()
+    return (trained - held.reindex(trained.index)).dropna().rename(metric).reset_index().assign(counterpart="-")
+
+
 def paired_difference(games: pd.DataFrame, a: str, b: str, metric: str, by: str = "policy") -> dict:
     """Mean of metric(a) - metric(b) over games paired by scenario, seat and counterpart, with its 95% CI: the
     bootstrap over games (`paired_clustered` without the seed level), for one table of one run's games."""

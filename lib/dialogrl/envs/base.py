@@ -19,6 +19,10 @@ An agent writes the next utterance for a batch of games whose turn falls to it:
 A `StreamingAgent` (a language model) instead takes turns whenever games need one (`submit`), advances all of them
 one decoding step at a time (`advance`) and hands back the turns that ended, so the rollout engine can batch turns
 continuously. `Population` plays one of several agents per game.
+
+What every game shares: `TurnTakingTask` (two roles in turn: the view, whose turn, the start of `step`), `one_marker`
+(the framing rules of markers), `has_cue` (the cue lexicons' word matcher), `PersonaAgent` (the shape of each game's
+`ScriptedAgent`) and `scripted_population` (the body of each game's `population`).
 """
 from __future__ import annotations
 
@@ -357,8 +361,8 @@ class PersonaAgent(Agent):
 
 
 def scripted_population(role: str, personas: dict[str, dict], defaults: dict[str, Sequence[str]],
-                       make: Callable[[Any, int], Agent], names: Sequence[str] | None = None,
-                       weights: dict[str, float] | None = None, seed: int = 0) -> Population:
+                        make: Callable[[Any, int], Agent], names: Sequence[str] | None = None,
+                        weights: dict[str, float] | None = None, seed: int = 0) -> Population:
     """The body of every game's `population(role, names=None, weights=None, seed=0)`: a Population of scripted
     agents for `role`, one `make(persona, seed * 1000 + i)` for the i-th of `names` (by default `defaults[role]`),
     each name looked up in `personas[role]` (the personas that role may play, held-out ones included)."""
