@@ -8,12 +8,13 @@ simulator, the logs, or the human proxy) the other:
 """
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from dialogrl.envs.base import Agent
 from dialogrl.rl.methods import MethodSpec
 from dialogrl.rl.static import Context, StaticContextTrainer, TurnRewardModel
-from dialogrl.rl.trainer import RoleSpec, Trainer
+from dialogrl.rl.trainer import RoleSpec
 
 METHODS = ("base", "static", "interactive", "calibrated")
 SIMULATOR_OF = {"interactive": "uncalibrated", "calibrated": "calibrated"}  # the simulator each method trains against
@@ -36,11 +37,11 @@ def method_spec(method: str, simulators: Mapping[str, Agent], lr: float, policy_
     roles = {policy_seat: RoleSpec(adapter="policy", trainable=True, lr=lr)}
     if method in SIMULATOR_OF:
         roles[user_seat] = RoleSpec(agent=simulators[SIMULATOR_OF[method]])
+    spec = MethodSpec(method, roles, seats={policy_seat: "policy"}, adapters=("policy",))
     if method != "static":
-        return MethodSpec(method, roles, seats={policy_seat: "policy"}, adapters=("policy",), trainer_class=Trainer)
+        return spec
     if contexts is None or reward_model is None:
         raise ValueError("static trains on logged contexts: give contexts= (rl.static.cut_contexts) and a fitted "
                          "reward_model= (rl.static.TurnRewardModel)")
-    return MethodSpec(method, roles, seats={policy_seat: "policy"}, adapters=("policy",),
-                      trainer_class=StaticContextTrainer,
-                      trainer_kwargs={"contexts": contexts, "reward_model": reward_model})
+    return dataclasses.replace(spec, trainer_class=StaticContextTrainer,
+                               trainer_kwargs={"contexts": contexts, "reward_model": reward_model})
