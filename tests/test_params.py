@@ -17,6 +17,8 @@ from dialogrl.params import (
     resolve_profile,
 )
 
+REPO = Path(__file__).resolve().parents[1]
+
 SPEC = {
     "profile": OneOf("smoke", "cpu", "gpu"),
     "seed": Int(min=0),
@@ -151,3 +153,62 @@ def test_gpu_profiles_judge_with_a_model_no_heldout_partner_plays(profile):
     heldout = [*values.get("heldout_models", []), *values.get("heldout_packaged", [])]
     check_judge_independent(values.get("judge_model"), heldout)
     check_judge_independent(values.get("partner_model"), heldout, name="partner_model")
+
+
+CELL = {"profile": "auto", "seed": 0, "lr": 1e-3, "steps": 20, "bf16": False, "model": "tiny-dond",
+        "personas": ["fair", "greedy"], "seeds": [1, 2], "extra_models": [], "run_dir": None, "data": "../shared"}
+DECLARED = {"model extra_models": ModelName(), "personas": OneOf("fair", "greedy"), "run_dir": Str(),
+            "data": Optional(Str()), "seed": ">= 0", "steps seeds": ">= 1", "lr": "> 0, <= 1"}
+
+
+def test_types_come_from_the_cell_literals():
+    values = {**CELL, "lr": 1, "extra_models": ["Qwen/Qwen2.5-0.5B-Instruct"], "run_dir": "out", "data": None}
+    out = check_params(values, DECLARED, cell=CELL)
+    assert list(out) == list(CELL) and out["lr"] == 1.0 and isinstance(out["lr"], float)   # a float takes an int
+    for name, value, needle in [("steps", 2.0, "expected an int"), ("steps", 0, ">= 1"), ("lr", 0.0, "> 0"),
+                                ("lr", 2.0, "<= 1"), ("bf16", 1, "True or False"), ("seeds", [1, 0], ">= 1"),
+                                ("personas", ["fair", "kind"], "choose one of"), ("extra_models", ["tiny-nope"], "tiny"),
+                                ("seeds", 1, "expected a list"), ("profile", "", "non-empty")]:
+        with pytest.raises(ParameterError) as err:
+            check_params({**CELL, name: value}, DECLARED, cell=CELL)
+        assert err.value.name.split("[")[0] == name and needle in str(err.value), (name, str(err.value))
+
+
+@pytest.mark.parametrize("declared, needle", [
+    ({"nope": ">= 0"}, "not parameters of the cell"),
+    ({"seed": ">= 0", "seed lr": "> 0"}, "declared twice"),
+    ({"run_dir": ">= 0"}, "its literal is None"),
+    ({"profile": ">= 0"}, "a range for a str"),
+    ({"seed": "at least 0"}, "'<op> <number>'"),
+])
+def test_a_declaration_the_cell_contradicts_is_refused(declared, needle):
+    with pytest.raises(ValueError, match=needle):
+        check_params(CELL, {**{k: v for k, v in DECLARED.items() if k not in ("run_dir", "seed")}, **declared},
+                     cell=CELL)
+    with pytest.raises(ValueError, match="empty list literal"):
+        check_params(CELL, {"run_dir": Str()}, cell=CELL)
+
+
+def _check_cell(nb_path: Path) -> str:
+    import nbformat
+
+    cells = [c.source for c in nbformat.read(nb_path, 4).cells if "params = check_params(" in c.source]
+    assert len(cells) == 1, f"{nb_path.name}: one cell checks the parameters"
+    return cells[0]
+
+
+NOTEBOOKS = sorted(REPO.glob("notebooks/*.ipynb")) + sorted(REPO.glob("notebooks/*/*.ipynb"))
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_notebook_checks_its_cell_and_profiles(nb_path):
+    """Each notebook's checking cell, run on its own parameters cell's values and on each profile's file, passes:
+    every parameter is checked (types from the literals), and no profile sets a value its checks refuse."""
+    from dialogrl.params import cell_literals
+
+    literals, source = cell_literals(nb_path.stem), _check_cell(nb_path)
+    profiles = ["cpu", "smoke", "gpu"] if "profile" in literals else [None]
+    for profile in profiles:
+        namespace = {**literals, **({"profile": profile} if profile else {})}
+        exec(source, namespace)
+        assert set(namespace["params"]) == set(literals), profile

@@ -1,28 +1,36 @@
-"""Notebook parameter checks: one declarative spec per notebook, checked before any work starts.
+"""Notebook parameter checks, done before any work starts.
 
-The parameters cell holds literals only (papermill injects overrides after it). The cell after it does
+The parameters cell holds literals only (papermill injects overrides after it); each literal gives its parameter's
+type. The cell after it declares what the types do not say, the choices and the ranges:
 
+    resolve_profile(globals(), "01_calibrated_interactive_rl")
     params = check_params(globals(), {
-        "profile": OneOf("smoke", "cpu", "gpu"),    # named profile of the run
-        "seed": Int(min=0),
-        "n_train_games": Int(min=1),
-        "lr": Float(min=0, strict=True),
-        "policy_model": ModelName(),
-        "max_turns": Optional(Int(min=1)),
-    })
+        "selection": OneOf("classifier", "likelihood"),   # a str parameter: one of these
+        "policy_model": ModelName(),                       # a model name (embedded, local folder or hub id)
+        "human_personas": OneOf(*ALL_PERSONAS),            # a list parameter: the rule applies to each item
+        "human_logs run_dir": Str(),                       # a None literal needs its type: None or this
+        "seed kl_coef": ">= 0",                            # a range, for every parameter named in the key
+        "lr calibration_lr": "> 0",
+    }, cell="01_calibrated_interactive_rl")
 
-and gets back a plain dict of every parameter (for config.json), or a ParameterError naming the parameter, the value
-it got and what is allowed. Before it, `resolve_profile(globals(), stem)` applies the cell's `profile`: "auto" picks
-gpu on a CUDA machine and cpu elsewhere; smoke and gpu take params/<stem>/<profile>.yaml's values over the cell's
-(parameters papermill passed explicitly still win), cpu keeps the cell's own values.
+and gets back a plain dict of every parameter of the cell (for config.json), or a ParameterError naming the
+parameter, the value it got and what is allowed. `cell` is the notebook's stem (its parameters cell is read from
+notebooks/; a parameter the cell does not have, or one declared twice, is an error) or the {name: literal} mapping
+itself; without it, `spec` holds a full Rule for every parameter. Before it, `resolve_profile(globals(), stem)`
+applies the cell's `profile`: "auto" picks gpu on a CUDA machine and cpu elsewhere; smoke and gpu take
+params/<stem>/<profile>.yaml's values over the cell's (parameters papermill passed explicitly still win), cpu keeps
+the cell's own values.
 """
 from __future__ import annotations
 
 import numbers
+import operator
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+PROFILES = ("smoke", "cpu", "gpu")  # the named profiles of every notebook (README: profiles)
 
 
 class ParameterError(ValueError):
@@ -148,6 +156,90 @@ class ModelName(Rule):
         return value
 
 
+@dataclass
+class Range(Rule):
+    """Bounds on a number, as the notebook reads them: ">= 1", "> 0", "<= 0", ">= 1, <= 28" (the type comes from the
+    cell's literal)."""
+    text: str
+
+    def __post_init__(self):
+        self.bounds = []
+        for part in self.text.split(","):
+            op, _, bound = part.strip().partition(" ")
+            if op not in _COMPARE:
+                raise ValueError(f"range {self.text!r}: write each bound as '<op> <number>' with op one of "
+                                 f"{', '.join(_COMPARE)}")
+            self.bounds.append((op, float(bound)))
+
+    def check(self, name, value):
+        for op, bound in self.bounds:
+            if not _COMPARE[op](value, bound):
+                raise ParameterError(name, value, f"must be {op} {bound:g}")
+        return value
+
+
+_COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+
+
+@dataclass
+class Both(Rule):
+    """`first`, then `second` on what it returns (a literal's type, then a declared range)."""
+    first: Rule
+    second: Rule
+
+    def check(self, name, value):
+        return self.second.check(name, self.first.check(name, value))
+
+
+def literal_rule(name: str, literal: Any, declared: Rule | str | None = None) -> Rule:
+    """The rule of a parameter whose cell literal is `literal`, with what the notebook `declared` for it (a Rule, a
+    Range's text, or nothing). The literal gives the type: a bool, int, float or str is checked as one (a float also
+    takes an int); a list's items as its first item's type, or by the declared rule (a ListOf declared is the whole
+    rule); a declared rule that is not a Range replaces the scalar type check (OneOf, ModelName); a None literal
+    takes None or the declared rule, which it needs."""
+    declared = Range(declared) if isinstance(declared, str) else declared
+    if isinstance(declared, (ListOf, Optional)):
+        return declared
+    if literal is None:
+        if declared is None or isinstance(declared, Range):
+            raise ValueError(f"parameter {name!r}: its literal is None; declare the rule of its other values "
+                             "(e.g. Str(), ModelName(), Float(...))")
+        return Optional(declared)
+    if isinstance(literal, list):
+        if not literal and declared is None:
+            raise ValueError(f"parameter {name!r}: an empty list literal; declare the rule of its items")
+        return ListOf(literal_rule(f"{name}[0]", literal[0], declared) if literal else declared)
+    if declared is not None and not isinstance(declared, Range):
+        return declared
+    typed = Bool() if isinstance(literal, bool) else Int() if isinstance(literal, int) else (
+        Float() if isinstance(literal, float) else Str() if isinstance(literal, str) else None)
+    if typed is None:
+        raise ValueError(f"parameter {name!r}: a {type(literal).__name__} literal; parameters are bool, int, float, "
+                         "str, None or a list of them")
+    if declared is not None and not isinstance(typed, (Int, Float)):
+        raise ValueError(f"parameter {name!r}: a range for a {type(literal).__name__} literal")
+    return typed if declared is None else Both(typed, declared)
+
+
+def cell_literals(stem: str) -> dict:
+    """{name: value} of the parameters cell (the cell tagged "parameters") of the notebook `stem`, found as
+    notebooks/<stem>.ipynb or notebooks/*/<stem>.ipynb under the repository root."""
+    import ast
+    import json
+
+    from dialogrl.run import repo_root
+
+    found = [*repo_root().glob(f"notebooks/{stem}.ipynb"), *repo_root().glob(f"notebooks/*/{stem}.ipynb")]
+    if not found:
+        raise ValueError(f"no notebook {stem}.ipynb under {repo_root() / 'notebooks'}")
+    cells = [c for c in json.loads(found[0].read_text())["cells"] if "parameters" in c["metadata"].get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"{found[0]}: expected one cell tagged 'parameters', found {len(cells)}")
+    tree = ast.parse("".join(cells[0]["source"]))
+    return {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+            for t in node.targets}
+
+
 def model_identity(name: str) -> str:
     """What a model name points at, for telling whether two names are one model: a hub id lower-cased (the hub
     matches ids case-insensitively); a local folder its resolved path, or the hub id when the folder is a snapshot in
@@ -191,14 +283,30 @@ def _check_range(name, value, lo, hi, strict):
         raise ParameterError(name, value, f"must be {'<' if strict else '<='} {hi}")
 
 
-def check_params(namespace: Mapping[str, Any], spec: Mapping[str, Rule]) -> dict:
-    """Check every parameter named in `spec` against its rule; return {name: value} in spec order.
+def check_params(namespace: Mapping[str, Any], spec: Mapping[str, Rule | str],
+                 cell: str | Mapping[str, Any] | None = None) -> dict:
+    """Check the parameters in `namespace`; return {name: value} in the cell's order (or spec's, without a cell).
 
     namespace: where the parameters live (a notebook's `globals()`, or any dict).
-    spec: {parameter name: Rule}. A name missing from the namespace is an error too.
+    spec: {name(s): rule}. A key may name several parameters, space-separated; a rule is a Rule or a Range's text.
+    cell: the notebook's stem (its parameters cell is read by `cell_literals`) or its {name: literal}: every
+    parameter of the cell is checked by `literal_rule`. None: spec holds a full Rule for each parameter it checks.
+    A name missing from the namespace is an error too.
     """
+    rules = {}
+    for key, rule in spec.items():
+        for name in key.split():
+            if name in rules:
+                raise ValueError(f"parameter {name!r} is declared twice")
+            rules[name] = rule
+    if cell is not None:
+        literals = cell_literals(cell) if isinstance(cell, str) else cell
+        unknown = sorted(set(rules) - set(literals))
+        if unknown:
+            raise ValueError(f"{unknown} are declared but not parameters of the cell ({', '.join(literals)})")
+        rules = {name: literal_rule(name, value, rules.get(name)) for name, value in literals.items()}
     out = {}
-    for name, rule in spec.items():
+    for name, rule in rules.items():
         if name not in namespace:
             raise ParameterError(name, None, "missing: the parameters cell must define it")
         out[name] = rule.check(name, namespace[name])
@@ -219,6 +327,8 @@ def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool |
     a missing profile file or a key of it that is not a parameter.
     """
     profile = namespace.get("profile")
+    if profile not in ("auto", *PROFILES):
+        raise ParameterError("profile", profile, "choose one of " + ", ".join(map(repr, ("auto", *PROFILES))))
     if profile == "auto":
         if cuda is None:
             import torch

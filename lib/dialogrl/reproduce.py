@@ -26,9 +26,8 @@ from pathlib import Path
 import yaml
 
 from dialogrl.claims import CLAIMS_START, manipulation_table, refresh_claims, write_glance
+from dialogrl.params import PROFILES
 from dialogrl.run import make_run_dir, make_run_id
-
-PROFILES = ("smoke", "cpu", "gpu")
 
 
 @dataclass
