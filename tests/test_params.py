@@ -167,8 +167,8 @@ def test_types_come_from_the_cell_literals():
     assert list(out) == list(CELL) and out["lr"] == 1.0 and isinstance(out["lr"], float)   # a float takes an int
     for name, value, needle in [("steps", 2.0, "expected an int"), ("steps", 0, ">= 1"), ("lr", 0.0, "> 0"),
                                 ("lr", 2.0, "<= 1"), ("bf16", 1, "True or False"), ("seeds", [1, 0], ">= 1"),
-                                ("personas", ["fair", "kind"], "choose one of"), ("extra_models", ["tiny-nope"], "tiny"),
-                                ("seeds", 1, "expected a list"), ("profile", "", "non-empty")]:
+                                ("personas", ["fair", "kind"], "choose one of"), ("seeds", 1, "expected a list"),
+                                ("extra_models", ["tiny-nope"], "tiny"), ("profile", "", "non-empty")]:
         with pytest.raises(ParameterError) as err:
             check_params({**CELL, name: value}, DECLARED, cell=CELL)
         assert err.value.name.split("[")[0] == name and needle in str(err.value), (name, str(err.value))
