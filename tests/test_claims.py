@@ -200,3 +200,47 @@ def test_panel_parts_split_by_rule_family():
     assert list(parts) == ["", "@same", "@other"] and list(parts["@other"]["counterpart"]) == ["b"]
     assert [k for k, _ in panel_parts(games[games["family"] == "same rule family"])] == [""]
     assert claim_base("goal.socialrl_minus_base@other") == "goal.socialrl_minus_base"
+
+
+def _panel_games(seeds=3, scenarios=4):
+    """Three methods against two counterparts (one of each rule family): a beats b by 0.1 on average, c by 0.05."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(seeds):
+        for c, family in (("x", "same rule family"), ("y", "other family")):
+            for sc in range(scenarios):
+                base = rng.random()
+                rows += [{"method": m, "seed": seed, "counterpart": c, "family": family, "scenario": sc,
+                          "success": base + shift + rng.normal(0, 0.05)}
+                         for m, shift in (("a", 0.1), ("b", 0.0), ("c", 0.05))]
+    return pd.DataFrame(rows)
+
+
+def test_pair_claims_read_each_pair_on_the_pooled_panel_and_its_parts():
+    from dialogrl.claims import pair_claims
+    from dialogrl.evaluate import paired_clustered
+
+    games = _panel_games()
+    claims = pair_claims(games, {"a_minus_b": ("a", "b"), "a_minus_z": ("a", "z")}, "success", "success")
+    assert list(claims) == ["success.a_minus_b", "success.a_minus_b@same", "success.a_minus_b@other"]  # z never played
+    assert claims["success.a_minus_b"]["diff"] == pytest.approx(0.1, abs=0.05)
+    same = games[games["family"] == "same rule family"]
+    assert claims["success.a_minus_b@same"] == paired_clustered(same[same["method"] == "a"],
+                                                                same[same["method"] == "b"], "success")
+
+
+def test_pair_power_and_its_table():
+    from dialogrl.claims import pair_power, power_table
+    from dialogrl.evaluate import power_analysis
+
+    games = _panel_games()
+    pairs = {"a_minus_b": ("a", "b"), "c_minus_b": ("c", "b")}
+    power = pair_power(games, pairs, "success", "success", {"a_minus_b": 0.2})
+    assert power["success.a_minus_b"] == power_analysis(games[games["method"] == "a"], games[games["method"] == "b"],
+                                                        "success", 0.2)
+    assert power["success.c_minus_b"]["paper_effect"] is None
+    table = power_table(power, designs=[(8, 100)])
+    assert list(table.index) == ["success.a_minus_b", "success.c_minus_b"]
+    assert {"mde", "paper_effect", "detectable", "seeds", "games", "mde 8x100"} <= set(table.columns)
+    assert table.loc["success.a_minus_b", "mde 8x100"] < table.loc["success.a_minus_b", "mde"]   # more seeds: finer
+    assert power_table({}).empty

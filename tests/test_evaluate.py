@@ -337,3 +337,35 @@ def test_partner_gap_is_the_training_partner_minus_the_held_out_mean_per_game():
     gap = partner_gap(train, heldout, "score")
     assert gap[["seed", "scenario", "score"]].values.tolist() == [[0, 0, 3.0], [0, 1, 0.0]]  # seed 1's has no partner
     assert set(gap["counterpart"]) == {"-"}
+
+
+def test_a_summary_table_as_a_summary_entry_and_long_rows():
+    from dialogrl.evaluate import ci_dict, ci_long, mean_ci, summarize, t_interval
+
+    games = pd.DataFrame({"method": ["a"] * 4 + ["b"] * 4, "seed": [0, 0, 1, 1] * 2,
+                          "score": [1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 1.0, 1.0]})
+    t = summarize(games, by=("method",), metrics=("score",))
+    entry = ci_dict(t, "score")
+    assert list(entry) == ["a", "a_ci", "b", "b_ci"] and entry["a"] == 2.5
+    assert entry["a_ci"] == [t.loc[0, "score_lo"], t.loc[0, "score_hi"]]
+    rows = ci_long(t, "score", metric="score")
+    assert rows.columns.tolist() == ["metric", "method", "mean", "lo", "hi", "games", "seeds"]
+    assert rows["games"].tolist() == [4, 4] and rows["seeds"].tolist() == [2, 2]
+    assert mean_ci("m", [1.0, 2.0, 4.0]) == {"m": pytest.approx(7 / 3), "m_ci": list(t_interval([1.0, 2.0, 4.0]))}
+    assert mean_ci("m", [3.0]) == {"m": 3.0}   # one seed: no interval
+
+
+def test_cross_play_takes_each_counterparts_own_scenarios():
+    from dialogrl.envs.dealnodeal import DealOrNoDeal, ScriptedAgent
+    from dialogrl.evaluate import cross_play
+
+    task = DealOrNoDeal(max_turns=6)
+    scenarios = task.sample_scenarios(5, seed=0)
+    panel = {"fair": ScriptedAgent("fair"), "greedy": ScriptedAgent("greedy")}
+    mine = cross_play(task, {"p": ScriptedAgent("fair")}, panel, {"fair": scenarios, "greedy": scenarios[:2]},
+                      seats=["A"], seed=3)
+    together = cross_play(task, {"p": ScriptedAgent("fair")}, panel, scenarios, seats=["A"], seed=3)
+    assert mine.groupby("counterpart").size().to_dict() == {"fair": 5, "greedy": 2}
+    expected = pd.concat([together[together["counterpart"] == "fair"],
+                          together[together["counterpart"] == "greedy"].head(2)], ignore_index=True)
+    pd.testing.assert_frame_equal(mine, expected)   # the same games: each game's seed keys on its scenario

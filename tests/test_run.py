@@ -110,3 +110,23 @@ def test_no_nan_makes_every_non_finite_float_null():
     x = {"a": float("nan"), "b": [1.0, np.float64("inf"), (2, float("-inf"))], "c": {"d": np.nan, "e": "nan"}, "f": 3}
     assert no_nan(x) == {"a": None, "b": [1.0, None, [2, None]], "c": {"d": None, "e": "nan"}, "f": 3}
     assert json.loads(json.dumps(no_nan(x), allow_nan=False))["b"][1] is None
+
+
+def test_save_games_show_transcripts_and_finish_run(tmp_path, capsys):
+    import time
+
+    import pandas as pd
+
+    from dialogrl.run import finish_run, save_games, show_transcripts
+
+    records = [{"policy": p, "seat": "A", "counterpart": "x", "outcome": {"A": 1},
+                "turns": [{"role": "A", "text": f"hi from {p}"}]} for p in ("base", "ibrl", "ibrl")]
+    save_games(tmp_path, pd.DataFrame({"score": [1.0]}), records)
+    assert pd.read_csv(tmp_path / "games.csv")["score"].tolist() == [1.0]
+    show_transcripts(tmp_path, 1, keep=lambda rec: rec["policy"] == "ibrl")
+    assert capsys.readouterr().out == "--- ibrl as A vs x: {'A': 1}\n  A: hi from ibrl\n"
+    show_transcripts(tmp_path, 5, title=lambda rec: rec["policy"])
+    assert capsys.readouterr().out.count("---") == 3
+    seconds = finish_run(tmp_path, {"x": float("nan"), "y": 1}, time.time() - 2, runs=[{"seed": 0}])
+    assert seconds >= 2 and json.loads((tmp_path / "summary.json").read_text()) == {"x": None, "y": 1}
+    assert json.loads((tmp_path / "timings.json").read_text()) == {"seconds": seconds, "runs": [{"seed": 0}]}

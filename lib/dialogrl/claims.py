@@ -322,6 +322,52 @@ def panel_parts(games: pd.DataFrame, family: str = "family") -> list[tuple[str, 
     return [("", games), *parts]
 
 
+def pair_claims(games: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], metric: str, key: str,
+                keys: Sequence[str] = ("counterpart", "scenario"), by: str = "method") -> dict[str, dict]:
+    """The claims "<key>.<name><part>": method a minus method b on `metric` (evaluate.paired_clustered, paired by
+    `keys` and the seed), for each pair name: (a, b) whose methods both played, on the panel pooled and on its
+    same-family and other-family parts (`panel_parts`)."""
+    from dialogrl.evaluate import paired_clustered
+
+    played, out = set(games[by]), {}
+    for name, (a, b) in pairs.items():
+        if a in played and b in played:
+            for part, g in panel_parts(games):
+                out[f"{key}.{name}{part}"] = paired_clustered(g[g[by] == a], g[g[by] == b], metric, keys)
+    return out
+
+
+def pair_power(games: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], metric: str, key: str,
+               paper_effects: Mapping[str, float | None] | None = None,
+               keys: Sequence[str] = ("counterpart", "scenario"), by: str = "method") -> dict[str, dict]:
+    """evaluate.power_analysis of each pooled claim "<key>.<name>" of `pair_claims`, beside the paper's effect
+    `paper_effects[name]` on the same scale (None: the paper gives none)."""
+    from dialogrl.evaluate import power_analysis
+
+    played, out = set(games[by]), {}
+    for name, (a, b) in pairs.items():
+        if a in played and b in played:
+            out[f"{key}.{name}"] = power_analysis(games[games[by] == a], games[games[by] == b], metric,
+                                                  (paper_effects or {}).get(name), keys=keys)
+    return out
+
+
+def power_table(power: Mapping[str, dict], designs: Sequence[tuple[int, int]] = ()) -> pd.DataFrame:
+    """The power table of a notebook: per claim its MDE, the paper's effect, whether it is detectable, seeds and
+    games, and the MDE of each other design (training seeds, units per seed; evaluate.design_mde) where the run had
+    the seeds to estimate it."""
+    from dialogrl.evaluate import design_mde
+
+    rows = []
+    for claim, p in power.items():
+        row = {"claim": claim, **{k: p.get(k) for k in ("mde", "paper_effect", "detectable", "seeds", "games")}}
+        if p["seeds"] > 1:
+            row.update({f"mde {n}x{m}": design_mde(p, n, m) for n, m in designs})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["claim", "mde", "paper_effect", "detectable", "seeds", "games"]
+                        if not rows else None).set_index("claim")
+
+
 def claim_base(key: str) -> str:
     """The claim a panel part's key reads (`goal.socialrl_minus_base@other` -> `goal.socialrl_minus_base`)."""
     return key.split("@", 1)[0]

@@ -244,7 +244,8 @@ def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> l
     return rows
 
 
-def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, Agent], scenarios: Sequence,
+def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, Agent],
+               scenarios: Sequence | Mapping[str, Sequence],
                seats: Sequence[str] | None = None, seed: int = 0, transcripts: str | Path | None = None,
                n_transcripts: int = 3, return_episodes: bool = False
                ) -> pd.DataFrame | tuple[pd.DataFrame, dict[tuple[str, str, str], list[Episode]]]:
@@ -254,6 +255,8 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
     return_episodes, also the games themselves: {(policy, counterpart, seat): [Episode] in scenario order}.
     seed: the evaluation's seed; game i of a cell plays from stream_seed("eval-games", seed, scenario id, seat,
     counterpart name), the same for every policy (common random numbers).
+    scenarios: the same for every counterpart, or a mapping {counterpart: its own scenarios} (e.g. scenarios that
+    name the counterpart's profile, or fewer for a costly one).
     With `transcripts`, the first `n_transcripts` games of every cell are appended to that JSONL file.
     """
     seats = tuple(seats or task.roles)
@@ -262,7 +265,8 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
         for cname, counterpart in counterparts.items():
             for seat in seats:
                 agents = {seat: policy, task.other(seat): counterpart}
-                episodes = play(task, agents, scenarios, seeds=eval_seeds(seed, scenarios, seat, cname))
+                mine = scenarios[cname] if isinstance(scenarios, Mapping) else scenarios
+                episodes = play(task, agents, mine, seeds=eval_seeds(seed, mine, seat, cname))
                 rows += game_rows(task, episodes, seat, policy=pname, counterpart=cname)
                 if return_episodes:
                     played[pname, cname, seat] = episodes
@@ -344,6 +348,29 @@ def summarize(games: pd.DataFrame, by: Sequence[str] = ("policy", "counterpart")
             row.update({m: float(g[m].mean()), f"{m}_lo": lo, f"{m}_hi": hi})
         out.append(row)
     return pd.DataFrame(out)
+
+
+def ci_dict(table: pd.DataFrame, metric: str, by: str = "method") -> dict:
+    """A `summarize` table's `metric` as a summary's entry: {group: mean, "<group>_ci": [lo, hi]} in row order."""
+    out = {}
+    for r in table.itertuples():
+        out[getattr(r, by)] = getattr(r, metric)
+        out[f"{getattr(r, by)}_ci"] = [getattr(r, f"{metric}_lo"), getattr(r, f"{metric}_hi")]
+    return out
+
+
+def ci_long(table: pd.DataFrame, column: str, by: str = "method", **labels) -> pd.DataFrame:
+    """A `summarize` table's metric `column` as long rows to display beside others: the labels (e.g. metric="score"),
+    the group, mean, lo, hi, games, seeds."""
+    return pd.DataFrame({**labels, by: table[by], "mean": table[column], "lo": table[f"{column}_lo"],
+                         "hi": table[f"{column}_hi"], "games": table["n"], "seeds": table["seeds"]})
+
+
+def mean_ci(key: str, x: Sequence[float]) -> dict:
+    """{key: the mean of x, "<key>_ci": its t-interval} (a value per training seed: the interval over seeds); the
+    interval is left out for a single value."""
+    x = np.asarray(x)
+    return {key: float(x.mean()), **({f"{key}_ci": list(t_interval(x))} if len(x) > 1 else {})}
 
 
 def partner_gap(train: pd.DataFrame, heldout: pd.DataFrame, metric: str,

@@ -23,13 +23,17 @@ import platform
 import random
 import sys
 import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RESULTS_ROOT = Path("results")
 TRAIN_CONFIGS = "train_configs.jsonl"  # one line per trainer run in a run folder (MetricsLogger.log_config)
@@ -252,6 +256,36 @@ def save_timings(run_dir: str | os.PathLike, timings: dict) -> Path:
     """timings.json: wall-clock times of the run, kept out of summary.json so that the summary of one seed on one
     machine and model build is the same file every time."""
     return write_json(Path(run_dir) / "timings.json", timings)
+
+
+def save_games(run_dir: str | os.PathLike, games: pd.DataFrame, transcripts: Sequence[dict] = ()) -> None:
+    """games.csv (one row per evaluation game) and transcripts.jsonl (appended: the records of
+    `evaluate.transcript_records`) of a run."""
+    games.to_csv(Path(run_dir) / "games.csv", index=False)
+    with open(Path(run_dir) / "transcripts.jsonl", "a") as f:
+        f.writelines(json.dumps(rec, default=str) + "\n" for rec in transcripts)
+
+
+def show_transcripts(run_dir: str | os.PathLike, n: int = 2, keep: Callable[[dict], bool] = lambda rec: True,
+                     title: Callable[[dict], str] | None = None) -> None:
+    """Print the first `n` dialogues of a run's transcripts.jsonl that `keep` keeps: a title line (by default the
+    policy, its seat, the counterpart and the outcome), then each turn."""
+    path = Path(run_dir) / "transcripts.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    for rec in [r for r in records if keep(r)][:n]:
+        print("--- " + (title(rec) if title else f"{rec['policy']} as {rec['seat']} vs {rec['counterpart']}: "
+                                                 f"{rec.get('outcome')}"))
+        for t in rec["turns"]:
+            print(f"  {t['role']}: {t['text']}")
+
+
+def finish_run(run_dir: str | os.PathLike, summary: dict, started: float, **timings: Any) -> float:
+    """Write summary.json (non-finite values as None: `no_nan`) and timings.json (the seconds since `started`, a
+    time.time(), and `timings`); returns those seconds."""
+    seconds = round(time.time() - started, 1)
+    save_summary(run_dir, no_nan(summary))
+    save_timings(run_dir, {"seconds": seconds, **timings})
+    return seconds
 
 
 def load_json(path: str | os.PathLike) -> Any:
