@@ -93,3 +93,19 @@ def test_compounding_axis_follows_the_data_not_a_far_bound(tmp_path):
     assert hi < check_.bound.max() and hi > max(np.mean(r) for r in returns_p)  # the data fill the axes
     assert "beyond the axes" in " ".join(t.get_text() for t in fig.axes[-1].get_legend().get_texts())
     check(fig)
+
+
+def test_judge_agreement_and_reply_spread_render_readably(tmp_path):
+    rng = np.random.default_rng(0)
+    val = pd.DataFrame({f"{j}_{k}": rng.integers(0, 10, 12).astype(float)
+                        for j in ("gpt4", "judge", "smol") for k in ("goal", "relationship")})
+    rho = {"judge": {"goal_spearman": 0.4, "relationship_spearman": None},
+           "smol": {"goal_spearman": -0.1, "relationship_spearman": 0.2}}
+    fig = plots.agreement_scatter(val, {"judge": "rule judge", "smol": "smollm2 (scored)"}, rho,
+                                  path=tmp_path / "a.png")
+    check(fig)
+    assert [ax.get_title() for ax in fig.axes][:2] == ["goal: Spearman 0.40", "relationship: Spearman nan"]
+    spread = pd.DataFrame({"simulator": ["reference", "single", "vs"] * 4, "state": np.repeat(range(4), 3),
+                           "similarity": rng.random(12), "act_entropy": rng.random(12), "model": "smollm2"})
+    check(plots.spread_bars(spread, path=tmp_path / "s.png"))
+    assert (tmp_path / "a.png").exists() and (tmp_path / "s.png").exists()

@@ -441,3 +441,21 @@ def test_report_to_tensorboard_streams_each_step_into_the_run_folder(dond_toy_di
     assert "A/loss" in events.Tags()["scalars"]
     logged = [(e.step, e.value) for e in events.Scalars("A/loss")]
     assert logged == [(r["step"], pytest.approx(r["A/loss"], rel=1e-6)) for r in rows]
+
+
+def test_eval_first_logs_the_held_out_check_before_any_step(dond_toy_dir, tmp_path):
+    calls = []
+
+    def check(trainer):
+        calls.append(trainer.step_count)
+        return {"panel/score": float(len(calls))}
+
+    trainer = make_trainer(dond_toy_dir, steps=2, scenarios_per_step=2)
+    log = MetricsLogger(tmp_path)
+    rows = trainer.train(log=log.tagged(seed=0), eval_fn=check, eval_every=2, eval_first=True, progress=False)
+    logged = read_metrics(tmp_path)
+    assert calls == [0, 2] and [r["step"] for r in rows] == [0, 1]   # the first check is logged, not returned
+    assert [(r["step"], r.get("eval/panel/score")) for r in logged] == [(-1, 1.0), (0, None), (1, 2.0)]
+    assert logged[0]["seed"] == 0
+    trainer.train(log=log, eval_fn=check, eval_every=2, eval_first=True, progress=False)
+    assert calls == [0, 2]   # a run past step 0 has no first check (nothing left to train here either)

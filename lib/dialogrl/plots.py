@@ -275,3 +275,39 @@ def layout_problems(fig) -> list[str]:
             if covered:
                 problems.append(f"{name}: the legend covers {covered} plotted point(s)")
     return problems
+
+
+def agreement_scatter(val: pd.DataFrame, judges: dict[str, str], rho: dict[str, dict],
+                      keys: Sequence[str] = ("goal", "relationship"), path: str | Path | None = None):
+    """A judge's estimates against GPT-4's, one panel per judge (rows: judges {column prefix: label}) and key: each
+    side's `val[f"{judge}_{key}"]` against `val[f"gpt4_{key}"]`, jittered a little up or down (seed 0) so that tied
+    scores show, titled with Spearman's rho (`rho[judge][f"{key}_spearman"]`, None: not defined)."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(len(judges), len(keys), figsize=(4.5 * len(keys), 3.2 * len(judges)), squeeze=False)
+    for row, (j, label) in zip(axes, judges.items()):
+        for ax, key in zip(row, keys):
+            r = rho[j][f"{key}_spearman"]
+            ax.scatter(val[f"gpt4_{key}"], val[f"{j}_{key}"] + np.random.default_rng(0).normal(0, 0.08, len(val)),
+                       s=14, alpha=0.7)
+            ax.set_xlabel(f"GPT-4 {key}")
+            ax.set_ylabel(f"{label} {key}")
+            ax.set_title(f"{key}: Spearman {r if r is not None else float('nan'):.2f}")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def spread_bars(spread: pd.DataFrame, measures: Sequence[str] = ("similarity", "act_entropy"), hue: str = "model",
+                path: str | Path | None = None):
+    """How spread each simulator's replies are at a state (`evaluate.reply_spread`'s rows): one panel per measure,
+    a bar per simulator and `hue`, with its 95% interval over states."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, axes = plt.subplots(1, len(measures), figsize=(4.5 * len(measures), 3.2), squeeze=False)
+    for ax, measure in zip(axes[0], measures):
+        sns.barplot(spread, x="simulator", y=measure, hue=hue, errorbar=("ci", 95), ax=ax)
+        ax.set_title(f"{measure} of the replies at a state")
+    fig.tight_layout()
+    return _save(fig, path)

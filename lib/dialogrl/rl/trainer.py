@@ -579,10 +579,12 @@ class Trainer:
 
     def train(self, log=None, eval_fn: Callable[[Trainer], dict] | None = None, eval_every: int = 0,
               progress: bool = True, checkpoint_dir: str | Path | None = None, resume: bool = False,
-              desc: str = "train") -> list[dict]:
+              desc: str = "train", eval_first: bool = False) -> list[dict]:
         """Run up to config.steps steps.
 
-        eval_fn(trainer) -> held-out metrics, every `eval_every` steps and at the end (see `evaluate.panel_eval`).
+        eval_fn(trainer) -> held-out metrics, every `eval_every` steps and at the end (see `evaluate.panel_eval`);
+        with eval_first, also before the first step of a run that starts at step 0 (logged as step -1: where the
+        held-out curves start; not among the returned rows).
         Each row goes to `log.log(**row)` (a MetricsLogger; main process only) and to the chosen `report_to`
         tracker. Before the first step, a MetricsLogger (anything with `log_config`) gets the effective
         configuration: `config_dict()` and the step training starts from, one line of <run>/train_configs.jsonl.
@@ -600,6 +602,10 @@ class Trainer:
         if acc.is_main_process and hasattr(log, "log_config"):
             log.log_config(trainer=type(self).__name__, start_step=self.step_count, **self.config_dict())
         tracker = self._start_tracker(log)
+        if eval_first and eval_fn is not None and self.step_count == 0:
+            first = {f"eval/{n}": v for n, v in eval_fn(self).items()}
+            if acc.is_main_process and log is not None:
+                log.log(step=-1, **first)
         rows = []
         bar = run_progress(range(self.step_count, cfg.steps), desc, total=cfg.steps, initial=self.step_count,
                            enabled=progress and acc.is_main_process, leave=False)
