@@ -459,3 +459,11 @@ def test_eval_first_logs_the_held_out_check_before_any_step(dond_toy_dir, tmp_pa
     assert logged[0]["seed"] == 0
     trainer.train(log=log, eval_fn=check, eval_every=2, eval_first=True, progress=False)
     assert calls == [0, 2]   # a run past step 0 has no first check (nothing left to train here either)
+
+
+def test_an_lm_agent_loads_its_own_model(dond_toy_dir):
+    from dialogrl.agents import LMAgent
+
+    agent = LMAgent.load(dond_toy_dir, device="cpu", name="toy", max_new_tokens=5, temperature=0.5)
+    assert (agent.name, agent.max_new_tokens, agent.temperature, agent.adapter) == ("toy", 5, 0.5, None)
+    assert agent.tok is not None and next(agent.model.parameters()).device.type == "cpu"

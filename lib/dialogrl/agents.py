@@ -33,6 +33,14 @@ class LMAgent(StreamingAgent):
     the best.
     """
 
+    @classmethod
+    def load(cls, model: str, bf16: bool = False, device: str = "auto", **kwargs) -> LMAgent:
+        """An LMAgent on a freshly loaded model (`models.load_model(model, device=device, bf16=bf16)`: an embedded
+        name, a local folder, a packaged model or a hub id); kwargs are the agent's (name, max_new_tokens, ...)."""
+        from dialogrl.models import load_model
+
+        return cls(*load_model(str(model), device=device, bf16=bf16), **kwargs)
+
     def __init__(self, model, tokenizer, adapter: str | None = None, name: str | None = None,
                  max_new_tokens: int = 48, temperature: float = 1.0, top_p: float = 1.0,
                  select_by_likelihood: bool = True, reuse_cache: bool = True, lean: bool | None = None):
