@@ -223,13 +223,17 @@ def literal_rule(name: str, literal: Any, declared: Rule | str | None = None) ->
 
 def cell_literals(stem: str) -> dict:
     """{name: value} of the parameters cell (the cell tagged "parameters") of the notebook `stem`, found as
-    notebooks/<stem>.ipynb or notebooks/*/<stem>.ipynb under the repository root."""
+    notebooks/<stem>.ipynb or notebooks/*/<stem>.ipynb under the repository root (or a path ending in .ipynb, relative
+    to the repository root: a notebook outside notebooks/, such as the tests' fixture)."""
     import ast
     import json
 
     from dialogrl.run import repo_root
 
-    found = [*repo_root().glob(f"notebooks/{stem}.ipynb"), *repo_root().glob(f"notebooks/*/{stem}.ipynb")]
+    if stem.endswith(".ipynb"):
+        found = [p for p in [repo_root() / stem] if p.exists()]
+    else:
+        found = [*repo_root().glob(f"notebooks/{stem}.ipynb"), *repo_root().glob(f"notebooks/*/{stem}.ipynb")]
     if not found:
         raise ValueError(f"no notebook {stem}.ipynb under {repo_root() / 'notebooks'}")
     cells = [c for c in json.loads(found[0].read_text())["cells"] if "parameters" in c["metadata"].get("tags", [])]
