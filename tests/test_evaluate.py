@@ -369,3 +369,16 @@ def test_cross_play_takes_each_counterparts_own_scenarios():
     expected = pd.concat([together[together["counterpart"] == "fair"],
                           together[together["counterpart"] == "greedy"].head(2)], ignore_index=True)
     pd.testing.assert_frame_equal(mine, expected)   # the same games: each game's seed keys on its scenario
+
+
+def test_rank_agreement_with_fisher_intervals_by_hand():
+    from dialogrl.evaluate import fisher_ci, rank_agreement
+
+    lo, hi = fisher_ci(0.5, 28)   # z = atanh(0.5) = 0.5493, se = 1 / 5
+    assert (lo, hi) == (pytest.approx(np.tanh(0.5493061 - 0.392)), pytest.approx(np.tanh(0.5493061 + 0.392)))
+    frame = pd.DataFrame({"gpt4_goal": [1, 2, 3, 4, 5, 6], "judge_goal": [2, 1, 4, 3, 6, 5],
+                          "gpt4_relationship": [0, 1, 2, 3, 4, 5], "judge_relationship": [3] * 6})
+    out = rank_agreement(frame, "judge")
+    assert out["goal_spearman"] == pytest.approx(1 - 6 * 6 / (6 * 35))   # d = +-1 at every rank
+    assert out["goal_spearman_ci"] == fisher_ci(out["goal_spearman"], 6)
+    assert out["relationship_spearman"] is None and out["relationship_spearman_ci"] is None   # a constant judge

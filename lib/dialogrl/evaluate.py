@@ -373,6 +373,27 @@ def mean_ci(key: str, x: Sequence[float]) -> dict:
     return {key: float(x.mean()), **({f"{key}_ci": list(t_interval(x))} if len(x) > 1 else {})}
 
 
+def fisher_ci(rho: float, n: int) -> list[float]:
+    """The Fisher-z 95% interval (z = atanh(rho) +- 1.96 / sqrt(n - 3)) of a correlation measured on n pairs."""
+    z, se = np.arctanh(np.clip(rho, -0.999999, 0.999999)), 1 / np.sqrt(max(n - 3, 1))
+    return [float(np.tanh(z - 1.96 * se)), float(np.tanh(z + 1.96 * se))]
+
+
+def rank_agreement(frame: pd.DataFrame, judge: str, reference: str = "gpt4",
+                   keys: Sequence[str] = ("goal", "relationship")) -> dict:
+    """How a judge's estimates rank as a reference's do, per key: Spearman's rho of the columns "<judge>_<key>" and
+    "<reference>_<key>" (one row per scored dialogue side) with its Fisher-z 95% interval, as {"<key>_spearman",
+    "<key>_spearman_ci"}; both None where rho is not defined (a constant column)."""
+    from scipy.stats import spearmanr
+
+    out = {}
+    for key in keys:
+        rho = float(spearmanr(frame[f"{judge}_{key}"], frame[f"{reference}_{key}"]).statistic)
+        out[f"{key}_spearman"] = rho if np.isfinite(rho) else None
+        out[f"{key}_spearman_ci"] = fisher_ci(rho, len(frame)) if np.isfinite(rho) else None
+    return out
+
+
 def partner_gap(train: pd.DataFrame, heldout: pd.DataFrame, metric: str,
                 keys: Sequence[str] = ("seed", "scenario")) -> pd.DataFrame:
     """How much more a policy gets against its training partner than against held-out counterparts: per `keys`
