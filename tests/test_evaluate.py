@@ -382,3 +382,11 @@ def test_rank_agreement_with_fisher_intervals_by_hand():
     assert out["goal_spearman"] == pytest.approx(1 - 6 * 6 / (6 * 35))   # d = +-1 at every rank
     assert out["goal_spearman_ci"] == fisher_ci(out["goal_spearman"], 6)
     assert out["relationship_spearman"] is None and out["relationship_spearman_ci"] is None   # a constant judge
+
+
+def test_mean_claim_is_the_mean_with_its_interval_over_seeds():
+    from dialogrl.evaluate import clustered_ci, mean_claim
+
+    d = pd.DataFrame({"seed": [0, 0, 1, 1, 2], "scenario": [0, 1, 0, 1, 0], "score": [1.0, 3.0, 2.0, 2.0, 5.0]})
+    c = mean_claim(d, "score")
+    assert c == {"diff": 2.6, "ci": list(clustered_ci(d, "score")), "games": 5, "seeds": 3}

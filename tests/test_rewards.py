@@ -214,3 +214,12 @@ def test_scored_episode_estimates_are_calibrated_expected_ratings():
     assert est["relationship"] == pytest.approx(((9 * e2 + sum(range(1, 9))) / (e2 + 8) - 5) * 5 / 4)
     assert est["failed"] is False
     assert scored_episode_estimates(Scorer(), []) == []
+
+
+def test_mean_weights_average_each_stage_over_the_runs_that_reached_it():
+    from dialogrl.rewards import mean_weights
+
+    one = {d: 1.0 for d in DIMENSIONS}
+    three = {d: 3.0 for d in DIMENSIONS}
+    out = mean_weights([{"early": one, "mid": one}, {"early": three}])
+    assert out == {"early": {d: 2.0 for d in DIMENSIONS}, "mid": one}   # no run reached late

@@ -130,3 +130,12 @@ def test_save_games_show_transcripts_and_finish_run(tmp_path, capsys):
     seconds = finish_run(tmp_path, {"x": float("nan"), "y": 1}, time.time() - 2, runs=[{"seed": 0}])
     assert seconds >= 2 and json.loads((tmp_path / "summary.json").read_text()) == {"x": None, "y": 1}
     assert json.loads((tmp_path / "timings.json").read_text()) == {"seconds": seconds, "runs": [{"seed": 0}]}
+
+
+def test_print_timings_aligns_the_labels(capsys):
+    from dialogrl.run import print_timings
+
+    print_timings([{"task": "dond", "method": "ibrl", "seed": 0, "train_s": 12.0, "eval_s": 3.0},
+                   {"task": "telesales", "method": "base", "seed": 1, "train_s": 0.4, "eval_s": 20.0}])
+    assert capsys.readouterr().out.splitlines() == ["dond      ibrl seed 0: train    12 s, eval    3 s",
+                                                    "telesales base seed 1: train     0 s, eval   20 s"]

@@ -394,6 +394,13 @@ def rank_agreement(frame: pd.DataFrame, judge: str, reference: str = "gpt4",
     return out
 
 
+def mean_claim(d: pd.DataFrame, metric: str, cluster: str = "seed") -> dict:
+    """A one-sided claim record from per-game values (e.g. `partner_gap`'s): {"diff": their mean, "ci": its interval
+    (`clustered_ci`: over training seeds), "games", "seeds"}."""
+    lo, hi = clustered_ci(d, metric, cluster)
+    return {"diff": float(d[metric].mean()), "ci": [lo, hi], "games": len(d), "seeds": int(d[cluster].nunique())}
+
+
 def partner_gap(train: pd.DataFrame, heldout: pd.DataFrame, metric: str,
                 keys: Sequence[str] = ("seed", "scenario")) -> pd.DataFrame:
     """How much more a policy gets against its training partner than against held-out counterparts: per `keys`

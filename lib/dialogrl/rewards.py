@@ -405,3 +405,11 @@ def weights_table(records: Sequence[dict]) -> dict[str, dict[str, float]]:
         if rows:
             out[s] = {d: sum(r[f"weight/{d}"] for r in rows) / len(rows) for d in DIMENSIONS}
     return out
+
+
+def mean_weights(tables: Sequence[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """The mean of several runs' `weights_table`s, stage by stage over the runs that reached the stage."""
+    import numpy as np
+
+    return {s: {d: float(np.mean([t[s][d] for t in tables if s in t])) for d in DIMENSIONS}
+            for s in STAGES if any(s in t for t in tables)}

@@ -279,6 +279,17 @@ def show_transcripts(run_dir: str | os.PathLike, n: int = 2, keep: Callable[[dic
             print(f"  {t['role']}: {t['text']}")
 
 
+def print_timings(timings: Sequence[dict]) -> None:
+    """One line per run: its labels (every field but the times, e.g. task, method, seed) in aligned columns, then
+    its training and evaluation seconds (`train_s`, `eval_s`)."""
+    labels = [[f"{k} {v}" if k == "seed" else str(v) for k, v in t.items() if k not in ("train_s", "eval_s")]
+              for t in timings]
+    widths = [max(len(x[i]) for x in labels if i < len(x)) for i in range(max(map(len, labels), default=0))]
+    for t, x in zip(timings, labels):
+        names = " ".join(v.ljust(w) for v, w in zip(x, widths))
+        print(f"{names}: train {t['train_s']:5.0f} s, eval {t['eval_s']:4.0f} s")
+
+
 def finish_run(run_dir: str | os.PathLike, summary: dict, started: float, **timings: Any) -> float:
     """Write summary.json (non-finite values as None: `no_nan`) and timings.json (the seconds since `started`, a
     time.time(), and `timings`); returns those seconds."""
