@@ -364,8 +364,9 @@ def power_table(power: Mapping[str, dict], designs: Sequence[tuple[int, int]] = 
         if p["seeds"] > 1:
             row.update({f"mde {n}x{m}": design_mde(p, n, m) for n, m in designs})
         rows.append(row)
-    return pd.DataFrame(rows, columns=["claim", "mde", "paper_effect", "detectable", "seeds", "games"]
-                        if not rows else None).set_index("claim")
+    if not rows:
+        return pd.DataFrame(columns=["claim", "mde", "paper_effect", "detectable", "seeds", "games"]).set_index("claim")
+    return pd.DataFrame(rows).set_index("claim")
 
 
 def claim_base(key: str) -> str:

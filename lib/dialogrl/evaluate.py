@@ -395,8 +395,8 @@ def rank_agreement(frame: pd.DataFrame, judge: str, reference: str = "gpt4",
 
 
 def mean_claim(d: pd.DataFrame, metric: str, cluster: str = "seed") -> dict:
-    """A one-sided claim record from per-game values (e.g. `partner_gap`'s): {"diff": their mean, "ci": its interval
-    (`clustered_ci`: over training seeds), "games", "seeds"}."""
+    """A claim record of one quantity measured per game (e.g. `partner_gap`'s gaps; not a difference of two
+    methods): {"diff": its mean, "ci": its interval (`clustered_ci`: over training seeds), "games", "seeds"}."""
     lo, hi = clustered_ci(d, metric, cluster)
     return {"diff": float(d[metric].mean()), "ci": [lo, hi], "games": len(d), "seeds": int(d[cluster].nunique())}
 
