@@ -45,6 +45,14 @@ def vs_pick(candidates: Sequence[tuple[str, float]], mode: str, rng: np.random.G
     return candidates[rng.choice(len(candidates), p=p)][0]
 
 
+def vs_reply(agent: VerbalizedSampling, text: str, rng: np.random.Generator, unusable: list[bool]) -> str:
+    """The reply a VS answer gives: a candidate drawn as the agent's mode draws (`vs_pick`), or the raw text of an
+    unusable answer; its usability is appended to `unusable`."""
+    cands, _ = parse_vs(text, agent.k)
+    unusable.append(cands is None)
+    return text if cands is None else vs_pick(cands, agent.mode, rng)
+
+
 def reply_sample(agent: Agent, request: ActRequest, n: int, rng: np.random.Generator, unusable: list[bool]
                  ) -> list[str]:
     """n replies of `agent` (an LMAgent or a VerbalizedSampling) to one request, in one batch from torch's generator;
@@ -52,12 +60,7 @@ def reply_sample(agent: Agent, request: ActRequest, n: int, rng: np.random.Gener
     if not isinstance(agent, VerbalizedSampling):
         return [u.text for u in agent.generate([request.messages] * n)]
     prompt = vs_messages(request.messages, agent.k, agent.speaker, agent.partner)
-    out = []
-    for u in agent.lm.generate([prompt] * n):
-        cands, _ = parse_vs(u.text, agent.k)
-        unusable.append(cands is None)
-        out.append(u.text if cands is None else vs_pick(cands, agent.mode, rng))
-    return out
+    return [vs_reply(agent, u.text, rng, unusable) for u in agent.lm.generate([prompt] * n)]
 
 
 def sample_at_states(task: Task, states: Sequence[GameState], role: str, agents: Mapping[str, Agent], n: int,
@@ -84,21 +87,18 @@ def sample_replies(agent: Agent, chats: Sequence[list[dict]], n: int, seed: int,
     texts = [u.text for b in range(0, len(rows), batch)
              for u in lm.generate(rows[b:b + batch], rngs=[stream_rng("tokens", g, role) for g in keys[b:b + batch]])]
     if vs:
-        for r, (g, text) in enumerate(zip(keys, texts)):
-            cands, _ = parse_vs(text, agent.k)
-            unusable.append(cands is None)
-            if cands is not None:
-                texts[r] = vs_pick(cands, agent.mode, np.random.default_rng(stream_seed("vs", g)))
+        texts = [vs_reply(agent, text, np.random.default_rng(stream_seed("vs", g)), unusable)
+                 for g, text in zip(keys, texts)]
     return [texts[i * n:(i + 1) * n] for i in range(len(chats))]
 
 
 def state_claims(spread: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], prefix: str,
-                 measures: Mapping[str, int] = (("similarity", 1), ("act_entropy", -1))) -> dict[str, dict]:
+                 measures: Sequence[tuple[str, int]] = (("similarity", 1), ("act_entropy", -1))) -> dict[str, dict]:
     """Judged claims "<prefix>.<measure>.<pair>": per state, sign x (measure of a - measure of b) over the states of
     `spread` (reply_spread's rows), with a t-interval over states; sign +1 where a higher measure is more collapsed.
     A pair with fewer than two states measured on both sides has no claim."""
     out = {}
-    for measure, sign in dict(measures).items():
+    for measure, sign in measures:
         by_state = spread.pivot(index="state", columns="simulator", values=measure)
         for claim, (a, b) in pairs.items():
             d = (sign * (by_state[a] - by_state[b])).dropna().to_numpy()
