@@ -244,3 +244,38 @@ def test_pair_power_and_its_table():
     assert {"mde", "paper_effect", "detectable", "seeds", "games", "mde 8x100"} <= set(table.columns)
     assert table.loc["success.a_minus_b", "mde 8x100"] < table.loc["success.a_minus_b", "mde"]   # more seeds: finer
     assert power_table({}).empty
+
+
+def test_seed_claims_compare_a_per_seed_measure_with_the_references():
+    from dialogrl.claims import seed_claims
+    from dialogrl.evaluate import t_interval
+
+    per_seed = pd.DataFrame({"method": ["single"] * 3 + ["vs"] * 3 + ["one"], "seed": [0, 1, 2, 0, 1, 2, 0],
+                             "entropy": [1.0, 1.2, 0.8, 1.5, 1.4, np.nan, 2.0]})
+    claims = seed_claims(per_seed, "entropy", "single", "diversity.entropy", games={"vs": 40, "one": 9})
+    assert list(claims) == ["diversity.entropy.vs_minus_single"]   # `one` has a single paired seed: no claim
+    lo, hi = t_interval([0.5, 0.2])
+    assert claims["diversity.entropy.vs_minus_single"] == {"diff": pytest.approx(0.35), "ci": [lo, hi], "seeds": 2,
+                                                           "games": 40}
+
+
+def test_compared_methods_and_judge_claims():
+    from dialogrl.claims import compared_methods, judge_claims, method_check
+
+    assert compared_methods("score.interactive_minus_static@same") == ["interactive", "static"]
+    assert compared_methods("mismatch.telesales.unilateral-seller_minus_base") == ["unilateral-seller"]
+    assert compared_methods("partner_gap.calibrated") == ["calibrated"]
+    claims = {"s.a_minus_b": {"diff": 0.2, "ci": [0.1, 0.3]}, "s.a_minus_b@same": {"diff": 0.2, "ci": [0.1, 0.3]},
+              "s.c_minus_base": {"diff": 0.0, "ci": [-0.05, 0.05]}}
+    power = {"s.a_minus_b": {"paper_effect": 0.15, "mde": 0.1}, "s.c_minus_base": {"paper_effect": None, "mde": 0.08}}
+    checks = {"a": PASS, "b": PASS, "c": FAIL}
+    out = judge_claims(claims, power, lambda key: {m: checks[m] for m in compared_methods(key)}, effect_kind="up to")
+    assert out["s.a_minus_b"] == judge(claims["s.a_minus_b"], 0.15, 0.1, {"a": PASS, "b": PASS}, effect_kind="up to")
+    assert out["s.a_minus_b@same"] == judge(claims["s.a_minus_b@same"], None, None, {"a": PASS, "b": PASS})
+    assert out["s.c_minus_base"]["checks"] == {"c": False} and out["s.c_minus_base"]["effect_kind"] == "point"
+    given = judge_claims(claims, power, lambda key: {}, effect=lambda key: 0.3)   # the paper's effect on every part
+    assert given["s.a_minus_b@same"]["paper_effect"] == 0.3 and given["s.a_minus_b@same"]["mde"] is None
+    games = _panel_games().rename(columns={"success": "reward"}).assign(seat="A")
+    base = games.assign(method=games["method"].replace({"b": "base"}))
+    assert method_check(base, "a", "reward", 2.0) == manipulation_check(base[base["method"] == "a"],
+                                                                        base[base["method"] == "base"], "reward", 2.0)

@@ -6,9 +6,19 @@ import pytest
 
 from conftest import play_texts
 from dialogrl.agents import LMAgent, VerbalizedSampling
-from dialogrl.collapse import before_last_reply, sample_replies, state_claims, vs_pick
+from dialogrl.collapse import (
+    before_last_reply,
+    collapse_at_chats,
+    collapse_at_states,
+    sample_replies,
+    spread_record,
+    state_claims,
+    vs_pick,
+)
+from dialogrl.counterpart import LMCounterpart
 from dialogrl.envs.base import GameState
 from dialogrl.envs.persuasion import PersuasionForGood
+from dialogrl.evaluate import reply_spread
 from dialogrl.models import load_model
 
 
@@ -61,3 +71,54 @@ def test_state_claims_compare_two_simulators_state_by_state():
     spread.loc[1, "act_entropy"] = 0.5
     d = state_claims(spread, {"a_minus_b": ("a", "b")}, prefix="collapse.m")["collapse.m.act_entropy.a_minus_b"]
     assert d["diff"] == pytest.approx(-(-1.0 - 1.5) / 2)   # sign -1: a lower act entropy is the more collapsed
+
+
+def test_spread_record_means_each_measure_and_fits_gamma_against_the_reference():
+    replies = {"reference": [["a", "b"], ["c", "c"]], "single": [["a", "a"], ["c", "c"]]}
+    rows = reply_spread(replies)
+    rec = spread_record(replies, rows, ["top1", "distinct_1"], 2, [True, False, False, False])
+    assert rec["states"] == 2 and rec["samples"] == 2 and rec["vs_unusable_rate"] == 0.25
+    assert rec["top1/reference"] == pytest.approx(0.75) and rec["top1/single"] == 1.0
+    assert rec["distinct_1/single"] == pytest.approx(np.mean([0.5, 0.5]))
+    assert set(rec) == {"states", "samples", "vs_unusable_rate", "top1/reference", "distinct_1/reference",
+                        "top1/single", "distinct_1/single", "gamma/single"}
+    assert np.isnan(rec["gamma/single"])   # three replies seen in all: too few to fit
+
+
+def _toy_simulators(model, tok):
+    return {"reference": LMAgent(model, tok, name="reference", max_new_tokens=6),
+            "single": LMAgent(model, tok, name="single", max_new_tokens=6, temperature=0.3),
+            "vs": VerbalizedSampling(LMAgent(model, tok, max_new_tokens=6), k=3, name="vs")}
+
+
+def test_collapse_at_states_samples_every_simulator_at_each_cut(toy_model_dir):
+    import torch
+
+    model, tok = load_model(str(toy_model_dir), device="cpu")
+    task = PersuasionForGood(max_exchanges=2)
+    sims, at = _toy_simulators(model, tok), task.sample_scenarios(3, seed=0)
+    policy = LMAgent(model, tok, max_new_tokens=6)
+
+    def measure():
+        torch.manual_seed(0)   # the replies come from torch's generator
+        return collapse_at_states(task, sims, policy, at, "persuader", 2, seed=0, spread=reply_spread,
+                                  measures=["top1", "distinct_1"])
+
+    rec, rows = measure()
+    assert rec["states"] == 3 and rec["samples"] == 2 and len(rows) == 3 * 3
+    assert rec["vs_unusable_rate"] == 1.0   # the toy model writes no VS JSON: each first answer counted
+    assert {"gamma/single", "gamma/vs"} <= set(rec) and "gamma/reference" not in rec
+    assert measure()[0] == pytest.approx(rec, nan_ok=True)   # seeded: the same record
+
+
+def test_collapse_at_chats_samples_on_the_talkers_own_chats_from_named_streams(toy_model_dir):
+    model, tok = load_model(str(toy_model_dir), device="cpu")
+    task = PersuasionForGood(max_exchanges=2)
+    talker = LMCounterpart(LMAgent(model, tok, max_new_tokens=6), name="toy")
+    args = (task, talker, _toy_simulators(model, tok), LMAgent(model, tok, max_new_tokens=6),
+            task.sample_scenarios(2, seed=1), "persuader", 3)
+    rec, rows = collapse_at_chats(*args, seed=0, spread=reply_spread, measures=["top1"])
+    assert rec["states"] == 2 and rec["samples"] == 3 and set(rows["simulator"]) == {"reference", "single", "vs"}
+    assert collapse_at_chats(*args, seed=0, spread=reply_spread, measures=["top1"])[0] == pytest.approx(rec,
+                                                                                                        nan_ok=True)
+

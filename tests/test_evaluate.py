@@ -390,3 +390,55 @@ def test_mean_claim_is_the_mean_with_its_interval_over_seeds():
     d = pd.DataFrame({"seed": [0, 0, 1, 1, 2], "scenario": [0, 1, 0, 1, 0], "score": [1.0, 3.0, 2.0, 2.0, 5.0]})
     c = mean_claim(d, "score")
     assert c == {"diff": 2.6, "ci": list(clustered_ci(d, "score")), "games": 5, "seeds": 3}
+
+
+def test_mismatch_is_the_gap_to_the_training_partner_beyond_the_bases():
+    from dialogrl.evaluate import mean_claim, mismatch, paired_clustered, partner_gap
+
+    rows = []
+    for seed in (0, 1, 2):
+        for sc in (0, 1):
+            for method, vs_train in (("m", 9.0 + seed), ("base", 6.0)):
+                rows += [{"method": method, "seed": seed, "scenario": sc, "counterpart": "train", "score": vs_train},
+                         {"method": method, "seed": seed, "scenario": sc, "counterpart": "x", "score": 5.0 + sc},
+                         {"method": method, "seed": seed, "scenario": sc, "counterpart": "y", "score": 3.0 + sc}]
+    games = pd.DataFrame(rows)
+    r = mismatch(games, "m", "train", ["x", "y"], "score")
+    m, b = games[games["method"] == "m"], games[games["method"] == "base"]
+    gap = partner_gap(m[m["counterpart"] == "train"], m[m["counterpart"] != "train"], "score")
+    base_gap = partner_gap(b[b["counterpart"] == "train"], b[b["counterpart"] != "train"], "score")
+    assert r["gap"] == mean_claim(gap, "score") and r["base_gap"] == mean_claim(base_gap, "score")
+    assert r["gap"]["diff"] == pytest.approx(10.0 - 4.5) and r["base_gap"]["diff"] == pytest.approx(6.0 - 4.5)
+    assert r["minus_base"] == paired_clustered(gap, base_gap, "score", keys=["scenario"])
+    assert r["minus_base"]["diff"] == pytest.approx(4.0) and r["minus_base"]["seeds"] == 3
+    # the base against another name for the same partner (its games against `train-m`), and no training partner
+    renamed = games.assign(counterpart=np.where((games["method"] == "base") & (games["counterpart"] == "train"),
+                                                "train-m", games["counterpart"]))
+    assert mismatch(renamed, "m", "train", ["x", "y"], "score", base_train="train-m") == r
+    assert mismatch(games[games["counterpart"] != "train"], "m", "train", ["x", "y"], "score") is None
+
+
+def test_per_group_means_over_seeds_and_change_over_training():
+    from dialogrl.evaluate import change_over_training, mean_ci, mean_ci_by
+
+    frame = pd.DataFrame({"method": ["b", "b", "a", "a", "a"], "seed": [0, 1, 0, 1, 2],
+                          "x": [1.0, 2.0, 4.0, np.nan, 6.0]})
+    assert mean_ci_by(frame, "x") == {**mean_ci("b", [1.0, 2.0]), **mean_ci("a", [4.0, 6.0])}
+    assert list(mean_ci_by(frame, "x")) == ["b", "b_ci", "a", "a_ci"]   # in the order of appearance
+    curves = pd.DataFrame({"method": ["a"] * 6 + ["b"] * 2, "seed": [0, 0, 0, 1, 1, 1, 0, 0],
+                           "step": [-1, 0, 1, -1, 0, 1, -1, 3], "r": [0.1, np.nan, 0.5, 0.2, 0.3, 0.2, 0.0, 1.0]})
+    out = change_over_training(curves, "r")
+    assert out["a"] == pytest.approx(np.mean([0.4, 0.0])) and out["a_ci"] == mean_ci("a", [0.4, 0.0])["a_ci"]
+    assert out == {**mean_ci("a", [0.5 - 0.1, 0.2 - 0.2]), "b": 1.0}   # one seed: no interval
+
+
+def test_crossplay_heatmap_averages_games_per_pairing(tmp_path):
+    import matplotlib.pyplot as plt
+
+    games = pd.DataFrame({"method": ["a", "a", "b", "b"], "counterpart": ["x", "x", "x", "y"],
+                          "score": [1.0, 3.0, 5.0, 7.0]})
+    fig = crossplay_heatmap(games, "score", policy="method", path=tmp_path / "h.png")
+    # a's two games averaged; the pairing nobody played (a, y) stays blank
+    assert [t.get_text() for t in fig.axes[0].texts] == ["2.00", "5.00", "7.00"]
+    assert (tmp_path / "h.png").exists()
+    plt.close(fig)

@@ -144,3 +144,22 @@ def test_simulator_pool_parameters_are_named():
     with pytest.raises(ValueError, match="every=0"):
         scope.SimulatorPool(every=0)
     assert scope.SimulatorPool(size=3).slots == ["pool-0", "pool-1", "pool-2"]
+
+
+def test_scope_simulators_on_one_warm_start(toy_model_dir):
+    from dialogrl.agents import LMAgent, VerbalizedSampling
+    from dialogrl.models import load_model
+
+    model, tok = load_model(str(toy_model_dir), device="cpu")
+    settings = dict(max_new_tokens=12, temperature=0.3, vs_temperature=1.2, vs_max_new_tokens=40, vs_k=4,
+                    vs_mode="prob", vs_retries=1, seed=5)
+    sims = scope.simulators(model, tok, **settings)
+    assert list(sims) == ["single", "single_hot", "vs", "reference"]
+    assert [sims[n].temperature for n in ("single", "single_hot", "reference")] == [0.3, 1.2, 1.0]
+    vs = sims["vs"]
+    assert isinstance(vs, VerbalizedSampling) and (vs.k, vs.mode, vs.retries, vs.seed) == (4, "prob", 1, 5)
+    assert (vs.lm.temperature, vs.lm.max_new_tokens, vs.partner) == (1.2, 40, "Persuader")
+    ensemble = scope.simulators(model, tok, [(model, tok)], **settings)["ensemble"]
+    assert list(ensemble.members) == ["sim-0", "sim-1"] and ensemble.seed == 5
+    assert all(isinstance(m, LMAgent) and m.temperature == 0.3 for m in ensemble.members.values())
+    assert list(scope.simulators(model, tok, [], **settings)["ensemble"].members) == ["sim-0"]

@@ -109,3 +109,12 @@ def test_judge_agreement_and_reply_spread_render_readably(tmp_path):
                            "similarity": rng.random(12), "act_entropy": rng.random(12), "model": "smollm2"})
     check(plots.spread_bars(spread, path=tmp_path / "s.png"))
     assert (tmp_path / "a.png").exists() and (tmp_path / "s.png").exists()
+
+
+def test_stack_columns_puts_logged_columns_under_one_name():
+    rows = pd.DataFrame({"method": ["a", "a", "b"], "seed": [0, 0, 1], "step": [0, 1, 0],
+                         "reward/x": [0.1, np.nan, 0.3], "eval/y": [np.nan, 0.5, 0.6]})
+    long = plots.stack_columns(rows, {"train": "reward/x", "held out": "eval/y"}, var="against", value="reward")
+    assert long.columns.tolist() == ["method", "seed", "step", "reward", "against"]
+    assert long[["step", "reward", "against"]].values.tolist() == [[0, 0.1, "train"], [0, 0.3, "train"],
+                                                                    [1, 0.5, "held out"], [0, 0.6, "held out"]]

@@ -223,3 +223,26 @@ def test_mean_weights_average_each_stage_over_the_runs_that_reached_it():
     three = {d: 3.0 for d in DIMENSIONS}
     out = mean_weights([{"early": one, "mid": one}, {"early": three}])
     assert out == {"early": {d: 2.0 for d in DIMENSIONS}, "mid": one}   # no run reached late
+
+
+def test_process_log_logs_each_steps_judged_turns_and_keeps_them(tmp_path):
+    from types import SimpleNamespace
+
+    from dialogrl.rl.methods.socialrl import ProcessLog
+    from dialogrl.run import MetricsLogger, read_metrics
+
+    state = play_texts(TASK, SC, ["hi! how are you doing?", "fine.", "could you lend me your car?", "ok [AGREE]",
+                                  "thank you so much!"])
+    pr = ProcessReward(RuleJudge(), TASK, schedule="uniform", coef=0.3, credit_early_end=False)
+    hook = ProcessLog(pr, MetricsLogger(tmp_path).tagged(method="socialrl"))
+    hook(SimpleNamespace(step_count=0))   # nothing judged yet: nothing logged
+    r = pr(_episode(state), "agent")
+    expected = list(pr.records)
+    hook(SimpleNamespace(step_count=1))   # the start of step 1: step 0's judged turns
+    assert hook.records == expected and pr.records == []
+    rows = read_metrics(tmp_path)
+    assert len(rows) == 1 and rows[0]["step"] == 0 and rows[0]["method"] == "socialrl"
+    assert rows[0]["process/process"] == pytest.approx(sum(r) / len(r) / 0.3)   # the pass rate, before the coef
+    assert {f"process/score/{d}" for d in DIMENSIONS} <= set(rows[0])
+    ProcessLog(None, MetricsLogger(tmp_path))(SimpleNamespace(step_count=2))   # no process reward: no row
+    assert len(read_metrics(tmp_path)) == 1

@@ -305,3 +305,20 @@ def test_sotopia_loaders_and_the_hard_scene_ids(shared_data):
     assert len({(m.warmth, m.pride, m.pushover) for m in made}) > 5
     with pytest.raises(FileNotFoundError, match="SOTOPIA"):
         load_sotopia_episodes(shared_data)
+
+
+def test_the_judges_validation_set_both_sides_of_each_scored_episode():
+    from dialogrl.envs.social.data import SotopiaEpisode, scored_sides, validation_rows
+
+    turns = [("Ann", "Could you lend me 50 dollars?"), ("Bo", "Not this week.")]
+    scores = {"agent1": {"goal": 7.0, "relationship": 1.0}, "agent2": {"goal": 3.0, "relationship": -1.0}}
+    episodes = [SotopiaEpisode("p0", "e", ("Ann", "Bo"), ("borrow", "save"), turns, [], None),   # not scored
+                SotopiaEpisode("p1", "e", ("Ann", "Bo"), ("borrow", "save"), turns, [], scores),
+                SotopiaEpisode("p2", "e", ("Cy", "Di"), ("ask", "refuse"), turns, [], scores)]
+    sides = scored_sides(episodes, 1)
+    assert [(s.episode.pk, s.side) for s in sides] == [("p1", "agent1"), ("p1", "agent2")]
+    assert sides[1].dialogue == (turns, "Bo", ("save", "borrow")) and sides[1].reference == scores["agent2"]
+    assert len(scored_sides(episodes, 5)) == 4
+    rows = validation_rows(sides, {"judge": [{"goal": 6.0, "relationship": 0.5}, {"goal": 2.0, "relationship": 0.0}]})
+    assert rows[1] == {"episode": "p1", "side": "agent2", "gpt4_goal": 3.0, "gpt4_relationship": -1.0,
+                       "judge_goal": 2.0, "judge_relationship": 0.0}

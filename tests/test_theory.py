@@ -315,3 +315,22 @@ def test_returns_by_horizon_plays_paired_games():
     assert check.n_scenarios == 20
     with pytest.raises(ValueError, match="labels must differ"):
         returns_by_horizon(hs, DealOrNoDeal, policy_at, None, None, scenarios, seat="A", labels=("x", "x"))
+
+
+def test_history_shift_reads_played_games_or_their_states():
+    from dialogrl.envs import DealOrNoDeal
+    from dialogrl.envs.dealnodeal import ScriptedAgent
+    from dialogrl.rollout import play
+    from dialogrl.theory import history_shift
+
+    task = DealOrNoDeal(max_turns=6)
+    scenarios = task.sample_scenarios(90, seed=0)
+    greedy = play(task, {"A": ScriptedAgent("fair"), "B": ScriptedAgent("greedy")}, scenarios)
+    giving = play(task, {"A": ScriptedAgent("fair"), "B": ScriptedAgent("accommodating")}, scenarios)
+    est = history_shift(greedy, [e.state for e in giving], 4, n=80, seed=0)
+    assert list(est.turns) == [1, 2, 3, 4]
+    assert np.array_equal(est.estimate, history_shift([e.state for e in greedy], giving, 4, n=80, seed=0).estimate)
+    # turn 1 is the same agent's opening on the same scenarios; from the partner's first reply on, the interval of
+    # the shift excludes zero
+    assert est.estimate[0] == 0 and (est.lo[1:] > 0).all()
+    assert not history_shift(greedy, greedy, 4, n=80, seed=0).estimate.any()   # games against themselves: no shift

@@ -180,3 +180,15 @@ def test_corpus_writes_vs_examples_from_the_persona_distribution():
     TASK.step(state, "imagine a hungry child. would you donate some of your payment?")
     replies = persona_replies(TASK, state, 5)
     assert sum(p for _, p in replies) == pytest.approx(1) and len(replies) == 5
+
+
+def test_pooled_stats_average_the_rates_and_sum_the_problems():
+    from dialogrl.verbalized import pooled_stats
+
+    stats = [{"turns": 10, "attempts": 14, "fallbacks": 1, "renormalised": 0, "problems": {"not JSON": 4}},
+             {"turns": 5, "attempts": 5, "fallbacks": 0, "renormalised": 1, "problems": {"too few": 1, "not JSON": 2}},
+             {"turns": 0, "attempts": 0, "fallbacks": 0, "renormalised": 0, "problems": {}}]
+    out = pooled_stats(stats)
+    assert out["fallback_rate"] == pytest.approx((0.1 + 0 + 0) / 3)
+    assert out["attempts_per_turn"] == pytest.approx((1.4 + 1.0 + 0) / 3)
+    assert out["problems"] == {"not JSON": 6, "too few": 1} and list(out["problems"]) == ["not JSON", "too few"]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -62,6 +62,13 @@ def manipulation_check(trained: pd.DataFrame, base: pd.DataFrame, metric: str, c
     d = paired_clustered(trained, base, metric, keys=keys, cluster=cluster)
     base_mean = float(base[metric].mean())
     return check_record(metric, d["diff"], d["ci"], base_mean, ceiling, share, seeds=d["seeds"], games=d["games"])
+
+
+def method_check(games: pd.DataFrame, method: str, metric: str, ceiling: float, base: str = "base", by: str = "method",
+                 keys: Sequence[str] = ("counterpart", "seat", "scenario")) -> dict:
+    """`manipulation_check` of `method`'s games in `games` (e.g. the games against its training partner) against the
+    base's games in the same frame."""
+    return manipulation_check(games[games[by] == method], games[games[by] == base], metric, ceiling, keys=keys)
 
 
 def check_record(metric: str, gain: float | None, ci: Sequence[float] | None, base: float | None, ceiling: float,
@@ -337,6 +344,24 @@ def pair_claims(games: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], metri
     return out
 
 
+def seed_claims(per_seed: pd.DataFrame, measure: str, reference: str, key: str,
+                games: Mapping[str, int] | None = None, by: str = "method") -> dict[str, dict]:
+    """The claims "<key>.<m>_minus_<reference>" of a measure taken once per training seed (a row per method and
+    `seed`, e.g. the diversity of all a policy said): each other method's value minus the reference's at the same
+    seed, its mean and t-interval over seeds; "games": games[m], the games the measure read. A method with fewer
+    than two seeds paired with the reference has no claim."""
+    from dialogrl.evaluate import t_interval
+
+    ref, out = per_seed[per_seed[by] == reference].set_index("seed")[measure], {}
+    for m in [m for m in per_seed[by].unique() if m != reference]:
+        d = (per_seed[per_seed[by] == m].set_index("seed")[measure] - ref).dropna().to_numpy()
+        if len(d) > 1:
+            lo, hi = t_interval(d)
+            out[f"{key}.{m}_minus_{reference}"] = {"diff": float(d.mean()), "ci": [lo, hi], "seeds": len(d),
+                                                   **({"games": int(games[m])} if games is not None else {})}
+    return out
+
+
 def pair_power(games: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], metric: str, key: str,
                paper_effects: Mapping[str, float | None] | None = None,
                keys: Sequence[str] = ("counterpart", "scenario"), by: str = "method") -> dict[str, dict]:
@@ -372,3 +397,24 @@ def power_table(power: Mapping[str, dict], designs: Sequence[tuple[int, int]] = 
 def claim_base(key: str) -> str:
     """The claim a panel part's key reads (`goal.socialrl_minus_base@other` -> `goal.socialrl_minus_base`)."""
     return key.split("@", 1)[0]
+
+
+def compared_methods(key: str, base: str = "base") -> list[str]:
+    """The trained methods a claim compares, read off its key's last part: `<a>_minus_<b>` names a and b, anything
+    else one method (`mismatch.vs_minus_base@same` -> ["vs"], `score.interactive_minus_static` -> ["interactive",
+    "static"], `partner_gap.calibrated` -> ["calibrated"]); the untrained `base` is left out."""
+    return [m for m in claim_base(key).rsplit(".", 1)[-1].split("_minus_") if m != base]
+
+
+def judge_claims(claims: Mapping[str, dict], power: Mapping[str, dict], checks: Callable[[str], Mapping[str, dict]],
+                 effect: Callable[[str], float | None] | None = None, effect_kind: str = "point") -> dict[str, dict]:
+    """Every claim judged (`judge`) on its power record (power[key]: the paper's effect and the MDE; a panel part
+    or a claim without one has neither) and the manipulation checks of the trained methods it compares,
+    checks(key) -> {method: check}. effect(key), when given, is the paper's effect instead of the power record's;
+    effect_kind applies to the claims with a paper effect (the others are "point")."""
+    out = {}
+    for key, c in claims.items():
+        p = power.get(key, {})
+        paper = p.get("paper_effect") if effect is None else effect(key)
+        out[key] = judge(c, paper, p.get("mde"), checks(key), effect_kind=effect_kind if paper is not None else "point")
+    return out

@@ -11,7 +11,7 @@ to the caller's `unusable` list. `evaluate.reply_spread` and `evaluate.pooled_ga
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,7 @@ import pandas as pd
 from dialogrl.agents import VerbalizedSampling
 from dialogrl.claims import judge
 from dialogrl.envs.base import ActRequest, Agent, GameState, Task
-from dialogrl.evaluate import cross_play, t_interval
+from dialogrl.evaluate import cross_play, pooled_gamma, t_interval
 from dialogrl.seeds import stream_rng, stream_seed
 from dialogrl.verbalized import parse_vs, vs_messages
 
@@ -107,3 +107,49 @@ def state_claims(spread: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], pre
                      "unit": "state"}
                 out[f"{prefix}.{measure}.{claim}"] = judge(c)
     return out
+
+
+def spread_record(replies: Mapping[str, list[list[str]]], rows: pd.DataFrame, measures: Sequence[str], samples: int,
+                  unusable: Sequence[bool], reference: str = "reference") -> dict:
+    """The record of one collapse measurement (`samples` replies per state and simulator): {"states", "samples",
+    "vs_unusable_rate" (VS answers unusable at the first try), "<measure>/<simulator>": its mean over states (`rows`:
+    reply_spread's), "gamma/<simulator>": pooled_gamma against `reference`}."""
+    means = rows.groupby("simulator", sort=False)[list(measures)].mean()
+    return {"states": len(replies[reference]), "samples": samples, "vs_unusable_rate": float(np.mean(unusable)),
+            **{f"{m}/{name}": float(means.loc[name, m]) for name in replies for m in measures},
+            **{f"gamma/{name}": pooled_gamma(replies[reference], replies[name]) for name in replies
+               if name != reference}}
+
+
+def collapse_at_states(task: Task, simulators: Mapping[str, Agent], policy: Agent, scenarios: Sequence, role: str,
+                       samples: int, seed: int, spread: Callable[[dict], pd.DataFrame], measures: Sequence[str],
+                       reference: str = "reference", name: str = "ref") -> tuple[dict, pd.DataFrame]:
+    """The collapse of simulators that play the game's own seat: `policy` (seat `role`) plays simulators[reference]
+    (named `name` in the games, which keys their streams) on `scenarios`; each game is cut before the simulator's
+    last reply, and at each cut every simulator samples `samples` replies (`sample_at_states`: one batch per state
+    from torch's generator, so seed it first; VS draws from default_rng(seed)). `spread` measures the replies
+    (evaluate.reply_spread). Returns `spread_record`'s record and the spread's rows."""
+    states = states_before_reply(task, policy, simulators[reference], scenarios, role, seed, name=name)
+    unusable: list[bool] = []
+    replies = sample_at_states(task, states, task.other(role), simulators, samples, np.random.default_rng(seed),
+                               unusable)
+    rows = spread(replies)
+    return spread_record(replies, rows, measures, samples, unusable, reference), rows
+
+
+def collapse_at_chats(task: Task, talker, simulators: Mapping[str, Agent], policy: Agent, scenarios: Sequence,
+                      role: str, samples: int, seed: int, spread: Callable[[dict], pd.DataFrame],
+                      measures: Sequence[str], reference: str = "reference") -> tuple[dict, pd.DataFrame]:
+    """The collapse of a model's simulators, sampled on the model's own chats: `policy` (seat `role`) plays `talker`
+    (a counterpart.LMCounterpart of the model) on `scenarios`; each game is cut before the talker's last reply
+    (`states_before_reply`), and at each cut every simulator samples `samples` replies to the chat the talker saw
+    (`sample_replies`, streams keyed "collapse/<talker.name>"). `spread` measures the replies (evaluate.reply_spread).
+    Returns `spread_record`'s record and the spread's rows."""
+    other = task.other(role)
+    states = states_before_reply(task, policy, talker, scenarios, role, seed, name=talker.name)
+    chats = [talker.talk_messages(ActRequest(task, st, other, task.view(st, other))) for st in states]
+    unusable: list[bool] = []
+    replies = {name: sample_replies(agent, chats, samples, seed, f"collapse/{talker.name}", other, unusable)
+               for name, agent in simulators.items()}
+    rows = spread(replies)
+    return spread_record(replies, rows, measures, samples, unusable, reference), rows

@@ -373,6 +373,27 @@ def mean_ci(key: str, x: Sequence[float]) -> dict:
     return {key: float(x.mean()), **({f"{key}_ci": list(t_interval(x))} if len(x) > 1 else {})}
 
 
+def mean_ci_by(frame: pd.DataFrame, column: str, by: str = "method") -> dict:
+    """`mean_ci` of `column` per group of `by` (each group a value per training seed; missing values left out):
+    {group: mean, "<group>_ci": the t-interval over seeds}, in the groups' order of appearance."""
+    out = {}
+    for name, g in frame.groupby(by, sort=False):
+        out.update(mean_ci(name, g[column].dropna()))
+    return out
+
+
+def change_over_training(curves: pd.DataFrame, column: str, by: str = "method") -> dict:
+    """How far a logged value moved in training, per group: each seed's value at its group's last logged step minus
+    at its first (rows of `run.read_metrics` with `by`, "seed", "step" and `column`; rows without the value are
+    left out), as `mean_ci` entries {group: mean, "<group>_ci": the t-interval over seeds}."""
+    out = {}
+    for name, g in curves.dropna(subset=[column]).groupby(by, sort=False):
+        first, last = g["step"].min(), g["step"].max()
+        per_seed = g[g["step"] == last].set_index("seed")[column] - g[g["step"] == first].set_index("seed")[column]
+        out.update(mean_ci(name, per_seed.dropna()))
+    return out
+
+
 def fisher_ci(rho: float, n: int) -> list[float]:
     """The Fisher-z 95% interval (z = atanh(rho) +- 1.96 / sqrt(n - 3)) of a correlation measured on n pairs."""
     z, se = np.arctanh(np.clip(rho, -0.999999, 0.999999)), 1 / np.sqrt(max(n - 3, 1))
@@ -412,6 +433,26 @@ def partner_gap(train: pd.DataFrame, heldout: pd.DataFrame, metric: str,
     trained = train.set_index(keys)[metric]
     held = heldout.groupby(keys)[metric].mean()
     return (trained - held.reindex(trained.index)).dropna().rename(metric).reset_index().assign(counterpart="-")
+
+
+def mismatch(games: pd.DataFrame, method: str, train: str, heldout: Sequence[str], metric: str, base: str = "base",
+             base_train: str | None = None, keys: Sequence[str] = ("seed", "scenario"), by: str = "method"
+             ) -> dict | None:
+    """How much more `method` gets against its training partner than against held-out counterparts, beyond the
+    untrained base's own such gap: {"gap": its `partner_gap` (its games against counterpart `train` minus its mean
+    against the `heldout` counterparts, per keys) as a `mean_claim`, "base_gap": the base's (against `base_train`,
+    default `train`), "minus_base": gap minus base_gap paired game by game (`paired_clustered`, a difference of
+    differences)}. None when the method has no game against `train`."""
+    def gap(m: str, partner: str) -> pd.DataFrame:
+        g = games[games[by] == m]
+        return partner_gap(g[g["counterpart"] == partner], g[g["counterpart"].isin(list(heldout))], metric, keys)
+
+    d = gap(method, train)
+    if not len(d):
+        return None
+    b = gap(base, base_train or train)
+    return {"gap": mean_claim(d, metric), "base_gap": mean_claim(b, metric),
+            "minus_base": paired_clustered(d, b, metric, keys=[k for k in keys if k != "seed"])}
 
 
 def paired_difference(games: pd.DataFrame, a: str, b: str, metric: str, by: str = "policy") -> dict:

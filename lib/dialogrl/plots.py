@@ -20,13 +20,14 @@ def _save(fig, path: str | Path | None):
 
 
 def crossplay_heatmap(table: pd.DataFrame, metric: str = "score", path: str | Path | None = None,
-                      title: str | None = None, fmt: str = ".2f"):
-    """Policies (rows) x counterparts (columns), annotated with the mean of `metric` (from evaluate.summarize)."""
+                      title: str | None = None, fmt: str = ".2f", policy: str = "policy"):
+    """Policies (rows: the `policy` column) x counterparts (columns), annotated with the mean of `metric` per pairing:
+    over its games (rows of evaluate.game_rows), or its one row (evaluate.summarize's)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    grid = table.pivot(index="policy", columns="counterpart", values=metric)
-    grid = grid.loc[table["policy"].unique(), table["counterpart"].unique()]  # keep the given order
+    grid = table.groupby([policy, "counterpart"], sort=False)[metric].mean().unstack()
+    grid = grid.loc[table[policy].unique(), table["counterpart"].unique()]  # keep the given order
     grid = grid.dropna(axis=0, how="all").dropna(axis=1, how="all")  # a pairing nobody played: no empty lane
     fig, ax = plt.subplots(figsize=(1.1 * grid.shape[1] + 2.5, 0.6 * grid.shape[0] + 1.5))
     sns.heatmap(grid, annot=True, fmt=fmt, cmap="viridis", cbar_kws={"label": metric}, ax=ax)
@@ -77,6 +78,15 @@ def curve_bands(df: pd.DataFrame, y: str, x: str = "step", hue: str | None = Non
         out.append({**dict(zip(keys, key if isinstance(key, tuple) else (key,))), "mean": float(vals.mean()),
                     "lo": float(lo), "hi": float(hi), "n": len(vals)})
     return pd.DataFrame(out)
+
+
+def stack_columns(rows: pd.DataFrame, columns: dict[str, str], var: str, value: str,
+                  keep: Sequence[str] = ("method", "seed", "step")) -> pd.DataFrame:
+    """Several logged columns as one, to draw as curves of one figure (`learning_curves(..., hue=var)`): a row per
+    (row, column) where the column has a value, with the `keep` columns, `value` and `var` (the label of its column:
+    columns maps label -> column), column by column."""
+    return pd.concat([rows.dropna(subset=[col])[list(keep) + [col]].rename(columns={col: value}).assign(**{var: label})
+                      for label, col in columns.items()], ignore_index=True)
 
 
 def learning_curves(rows: Sequence[dict] | pd.DataFrame, y: str, x: str = "step", hue: str | None = None,

@@ -144,6 +144,17 @@ def text_history_features(dialogues: Sequence[Sequence[str]], turn: int, n_featu
     return np.hstack([vec.transform(texts).toarray(), lengths])
 
 
+def history_shift(p: Sequence, q: Sequence, turns: int, n: int | None = None, seed: int = 0) -> ShiftEstimate:
+    """classifier_shift between two sets of played dialogues (GameStates, or rollout Episodes with a `state`; the
+    first n of each, all for None), on their talk histories after each turn 1..turns (`text_history_features`)."""
+    def texts(dialogues):
+        return [[t.text for t in getattr(d, "state", d).talk_turns()] for d in dialogues[:n]]
+
+    p_texts, q_texts = texts(p), texts(q)
+    return classifier_shift([text_history_features(p_texts, i) for i in range(1, turns + 1)],
+                            [text_history_features(q_texts, i) for i in range(1, turns + 1)], seed=seed)
+
+
 # ------------------------------------------------------------------------------------- the compounding check
 
 @dataclass

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 VS_MODES = ("random", "prob")
 
 
@@ -83,3 +85,13 @@ def problem_kind(problem: str) -> str:
     if problem.startswith("probabilities sum to") and problem != "probabilities sum to 0":
         return "probabilities off 1"
     return problem
+
+
+def pooled_stats(stats: Sequence[dict]) -> dict:
+    """The counts of several VS simulators (`agents.VerbalizedSampling.stats`, e.g. one per training run) in one
+    record: the mean over simulators of the fallback rate (fallbacks per turn) and of attempts per turn, and the
+    problems by kind summed."""
+    kinds = sorted({kind for s in stats for kind in s["problems"]})
+    return {"fallback_rate": float(np.mean([s["fallbacks"] / max(s["turns"], 1) for s in stats])),
+            "attempts_per_turn": float(np.mean([s["attempts"] / max(s["turns"], 1) for s in stats])),
+            "problems": {kind: sum(s["problems"].get(kind, 0) for s in stats) for kind in kinds}}

@@ -62,3 +62,33 @@ def load_sotopia_profiles(source: str | Path) -> list[dict]:
     if not path.is_file():
         raise FileNotFoundError(f"no SOTOPIA character profiles at {path}")
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+@dataclass
+class ScoredSide:
+    """One side of a scored SOTOPIA episode, as a judge reads it: the episode, the side ("agent1" or "agent2"), and
+    the dialogue (its turns, the side's character, (its goal, the other's goal)); `reference` is GPT-4's scores of
+    that side."""
+    episode: SotopiaEpisode
+    side: str
+    dialogue: tuple[list[tuple[str, str]], str, tuple[str, str]]
+
+    @property
+    def reference(self) -> dict:
+        return self.episode.scores[self.side]
+
+
+def scored_sides(episodes: list[SotopiaEpisode], n: int) -> list[ScoredSide]:
+    """Both sides of each of the first n episodes with GPT-4's scores (the judge's validation set)."""
+    return [ScoredSide(e, side, (e.turns, name, (e.goals[i], e.goals[1 - i])))
+            for e in [e for e in episodes if e.scores][:n]
+            for i, (side, name) in enumerate(zip(("agent1", "agent2"), e.names))]
+
+
+def validation_rows(sides: list[ScoredSide], estimates: dict[str, list[dict]],
+                    keys: tuple[str, ...] = ("goal", "relationship")) -> list[dict]:
+    """A row per side: the episode, the side, GPT-4's score per key ("gpt4_<key>") and each estimator's
+    ("<name>_<key>": estimates[name][i], in the order of `sides`)."""
+    return [{"episode": s.episode.pk, "side": s.side, **{f"gpt4_{key}": s.reference[key] for key in keys},
+             **{f"{name}_{key}": est[i][key] for name, est in estimates.items() for key in keys}}
+            for i, s in enumerate(sides)]

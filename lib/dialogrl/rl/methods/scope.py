@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from dialogrl.envs.base import Agent
 from dialogrl.rl.methods import MethodSpec
@@ -53,6 +53,37 @@ def method_spec(method: str, simulators: Mapping[str, Agent], lr: float, sim_lr:
         roles[sim_role] = RoleSpec(agent=simulators[method])
         hooks = (reseed_population(sim_role),) if method == "ensemble" else ()
     return MethodSpec(method, roles, seats={policy_role: "policy"}, hooks=hooks, adapters=adapters)
+
+
+def simulators(model, tok, members: Sequence[tuple] | None = None, *, max_new_tokens: int, temperature: float,
+               vs_temperature: float, vs_max_new_tokens: int, vs_k: int, vs_mode: str, vs_retries: int, seed: int,
+               partner: str = "Persuader") -> dict[str, Agent]:
+    """The frozen simulators of the methods above, all on one warm start (model, tok):
+
+        single       sampled at `temperature`
+        single_hot   sampled at `vs_temperature`, without VS: the control for VS's temperature
+        vs           VerbalizedSampling (vs_k answers, vs_mode, vs_retries; `seed` keys its draws) over the model
+                     at vs_temperature, writing up to vs_max_new_tokens
+        reference    sampled at temperature 1: what the collapse statistics measure the others against
+        ensemble     given `members` (more warm starts, as (model, tok) pairs; an empty list is allowed): a Population
+                     of this warm start and the members, named sim-0, sim-1, ..., each at `temperature`, drawn with
+                     `seed`
+    """
+    from dialogrl.agents import LMAgent, VerbalizedSampling
+    from dialogrl.envs.base import Population
+
+    def lm(name, m=model, t=tok, temp=temperature, tokens=max_new_tokens):
+        return LMAgent(m, t, name=name, max_new_tokens=tokens, temperature=temp)
+
+    out = {"single": lm("single"), "single_hot": lm("single_hot", temp=vs_temperature),
+           "vs": VerbalizedSampling(lm("vs-lm", temp=vs_temperature, tokens=vs_max_new_tokens), k=vs_k, mode=vs_mode,
+                                    retries=vs_retries, seed=seed, name="vs", partner=partner),
+           "reference": LMAgent(model, tok, name="reference", max_new_tokens=max_new_tokens)}
+    if members is not None:
+        pairs = [(model, tok), *members]
+        out["ensemble"] = Population({f"sim-{j}": lm(f"sim-{j}", m, t) for j, (m, t) in enumerate(pairs)}, seed=seed,
+                                     name="ensemble")
+    return out
 
 
 class SimulatorPool:

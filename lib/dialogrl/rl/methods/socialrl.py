@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from dialogrl.envs.base import Agent, Task
 from dialogrl.rewards import ProcessReward
 from dialogrl.rl.methods import MethodSpec
@@ -57,3 +59,22 @@ def method_spec(method: str, task: Task, partner: Agent, judge, lr: float, proce
     roles = {role: RoleSpec(adapter="policy", trainable=True, lr=lr), partner_role: RoleSpec(agent=partner)}
     return MethodSpec(method, roles, {"algorithm": s.algorithm, "gamma": s.gamma, "lam": s.lam}, {role: "policy"},
                       turn_rewards=process, adapters=("policy",))
+
+
+class ProcessLog:
+    """A Trainer hook that logs the process reward step by step (`Trainer(hooks=[ProcessLog(...)])`): at the start of
+    each step it drains the judged turns `process` (the method's turn_rewards, a rewards.ProcessReward) recorded in
+    the last step, keeps them in `records` (what rewards.weights_table reads) and logs each score's and the process
+    reward's mean as "process/<column>" at that step to `log` (a run.MetricsLogger or TaggedLogger). Call it once
+    more after training for the last step. With process None (a method without a process reward) it does nothing."""
+
+    def __init__(self, process: ProcessReward | None, log):
+        self.process, self.log, self.records = process, log, []
+
+    def __call__(self, trainer) -> None:
+        if self.process is None or not self.process.records:
+            return
+        rec = self.process.drain()
+        self.records.extend(rec)
+        self.log.log(step=trainer.step_count - 1, **{f"process/{c}": float(np.mean([r[c] for r in rec]))
+                                                   for c in rec[0] if c.startswith(("score/", "process"))})
