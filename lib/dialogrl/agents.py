@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from dialogrl.envs.base import ActRequest, Agent, GameState, Population, StreamingAgent, Utterance, game_key
 from dialogrl.seeds import stream_rng
-from dialogrl.verbalized import VS_MODES, parse_vs, problem_kind, vs_answer, vs_messages
+from dialogrl.verbalized import VS_MODES, fallback_rate, parse_vs, problem_kind, vs_answer, vs_messages
 
 __all__ = ["LMAgent", "VerbalizedSampling", "parse_vs", "vs_answer", "vs_messages", "VS_MODES", "ActRequest", "Agent",
            "Population", "StreamingAgent", "Utterance"]
@@ -236,7 +236,7 @@ class VerbalizedSampling(Agent):
 
     @property
     def fallback_rate(self) -> float:
-        return self.stats["fallbacks"] / max(self.stats["turns"], 1)
+        return fallback_rate(self.stats)
 
     def choose(self, candidates: Sequence[tuple[str, float]], request: ActRequest) -> str:
         rng = random.Random(f"{self.seed}/{game_key(request.state, 'vs')}/{request.role}/{len(request.state.turns)}")

@@ -87,11 +87,16 @@ def problem_kind(problem: str) -> str:
     return problem
 
 
+def fallback_rate(stats: dict) -> float:
+    """Fallbacks to raw text per turn of a VS simulator's counts (`agents.VerbalizedSampling.stats`)."""
+    return stats["fallbacks"] / max(stats["turns"], 1)
+
+
 def pooled_stats(stats: Sequence[dict]) -> dict:
     """The counts of several VS simulators (`agents.VerbalizedSampling.stats`, e.g. one per training run) in one
     record: the mean over simulators of the fallback rate (fallbacks per turn) and of attempts per turn, and the
     problems by kind summed."""
     kinds = sorted({kind for s in stats for kind in s["problems"]})
-    return {"fallback_rate": float(np.mean([s["fallbacks"] / max(s["turns"], 1) for s in stats])),
+    return {"fallback_rate": float(np.mean([fallback_rate(s) for s in stats])),
             "attempts_per_turn": float(np.mean([s["attempts"] / max(s["turns"], 1) for s in stats])),
             "problems": {kind: sum(s["problems"].get(kind, 0) for s in stats) for kind in kinds}}
