@@ -16,36 +16,49 @@ from dialogrl.claims import (
     check_record,
     claims_excerpt,
     excerpt_path,
+    intervention,
     judge,
     load_excerpt,
     manipulation_check,
+    method_status,
     refresh_claims,
     rejudge,
     verdict,
     verdict_counts,
     verdicts_in_block,
+    with_interventions,
     write_claims_block,
 )
 
-PASS, FAIL = {"passed": True}, {"passed": False}
+PASS = {"moved": True, "passed": True, "intervention": True}
+MOVED = {"moved": True, "passed": False, "intervention": True}       # moved, too little to pass
+STILL = {"moved": False, "passed": False, "intervention": True}      # did not move
+NOT_DONE = {"moved": True, "passed": True, "intervention": False}    # the manipulation did not happen
+UNKNOWN = {"moved": None, "passed": None, "intervention": True}      # not measured
 
 
 # ------------------------------------------------------------------------------------------------ verdicts
 
 @pytest.mark.parametrize("diff, ci, effect, mde, checks, kind, expected", [
     (0.10, (0.02, 0.18), 0.09, 0.05, {"m": PASS}, "point", "holds"),        # above zero in the paper's direction
-    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": FAIL}, "point", "holds"),        # an effect shown needs no check
+    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": MOVED}, "point", "holds"),       # moving is enough to show an effect
+    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": STILL}, "point", "not tested"),  # ... not moving is not (both ways)
+    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": NOT_DONE}, "point", "not tested"),  # the manipulation did not happen
+    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": UNKNOWN}, "point", "not resolved"),
     (-0.10, (-0.18, -0.02), -0.05, 0.04, {}, "point", "holds"),             # the paper says negative
     (-0.10, (-0.18, -0.02), 0.09, 0.05, {"m": PASS}, "point", "refuted"),   # the wrong sign, decisively
     (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": PASS, "b": PASS}, "point", "refuted"),
-    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": PASS, "b": FAIL}, "point", "not tested"),
-    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": {"passed": None}}, "point", "not resolved"),  # check not measured
+    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": PASS, "b": STILL}, "point", "not tested"),
+    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": PASS, "b": MOVED}, "point", "not resolved"),  # refuting needs passes
+    (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": UNKNOWN}, "point", "not resolved"),  # check not measured
     (0.00, (-0.03, 0.03), 0.09, 0.12, {"m": PASS}, "point", "not resolved"),  # MDE above the paper's effect
     (0.05, (-0.01, 0.11), 0.09, 0.05, {"m": PASS}, "point", "not resolved"),  # the CI holds the paper's effect
     (0.00, (-0.03, 0.03), None, 0.05, {"m": PASS}, "point", "not resolved"),  # no paper effect: nothing to refute
     (0.00, (-0.03, 0.03), 0.09, 0.05, {"m": PASS}, "up to", "not resolved"),  # "up to 9": (0, 0.03] not excluded
     (-0.05, (-0.09, -0.01), 0.09, 0.05, {"m": PASS}, "up to", "refuted"),     # every positive effect excluded
     (0.00, (-0.03, float("nan")), 0.09, 0.05, {"m": PASS}, "point", "not resolved"),
+    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": True}, "point", "holds"),          # an older claim's bool: passed
+    (0.10, (0.02, 0.18), 0.09, 0.05, {"m": False}, "point", "not resolved"),  # failed, moved unknown
 ])
 def test_verdict_cases(diff, ci, effect, mde, checks, kind, expected):
     assert verdict(diff, ci, effect, mde, checks, kind) == expected
@@ -62,20 +75,39 @@ def test_judge_replaces_holds_with_a_verdict():
     out = judge(claim, paper_effect=0.14, mde=0.05, checks={"cotrain": check_record("reward", 0.01, (-0.02, 0.04),
                                                                                      0.6, 1.0)},
                 effect_kind="up to")
-    assert "holds" not in out and out["checks"] == {"cotrain": False} and out["verdict"] == "not tested"
+    assert "holds" not in out and out["verdict"] == "not tested"
+    assert out["checks"] == {"cotrain": {"moved": False, "passed": False, "intervention": True}}
     assert out["seeds"] == 5 and out["effect_kind"] == "up to" and out["mde"] == 0.05
 
 
 # ------------------------------------------------------------------------------------- manipulation check
 
-def test_check_record_threshold_is_a_quarter_of_the_room():
+def test_check_record_moved_and_passed():
     # base 0.6 of a ceiling 1.0: room 0.4, threshold 0.1
-    assert check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)["passed"] is True
-    assert check_record("r", 0.08, (0.05, 0.11), 0.6, 1.0)["passed"] is False       # significant, too small
-    assert check_record("r", 0.12, (-0.01, 0.25), 0.6, 1.0)["passed"] is False      # large, not significant
+    rec = check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)
+    assert rec["moved"] is True and rec["passed"] is True and rec["ceiling_kind"] == "nominal"
+    rec = check_record("r", 0.08, (0.05, 0.11), 0.6, 1.0)                            # significant, too small
+    assert rec["moved"] is True and rec["passed"] is False
+    rec = check_record("r", 0.12, (-0.01, 0.25), 0.6, 1.0)                           # large, not significant
+    assert rec["moved"] is False and rec["passed"] is False
     rec = check_record("r", 0.02, None, 0.6, 1.0)                                     # no interval, far below
     assert rec["passed"] is False and rec["threshold"] == pytest.approx(0.1) and rec["room"] == pytest.approx(0.4)
+    assert rec["moved"] is None
     assert check_record("r", 0.2, None, 0.6, 1.0)["passed"] is None                  # no interval: unknown
+    rec = check_record("r", 0.06, (0.02, 0.10), 0.6, 0.8, reference="fair")          # attainable: 0.8 by `fair`
+    assert rec["passed"] is True and rec["threshold"] == pytest.approx(0.05) and rec["ceiling_kind"] == "attainable"
+
+
+def test_intervention_gates_the_check():
+    ok, no = intervention("usable VS answers", 0.93, at_least=0.8), intervention("usable VS answers", 0.4, at_least=0.8)
+    assert ok["happened"] is True and no["happened"] is False
+    assert intervention("shift fell by", None, at_least=0.0)["happened"] is None
+    check = check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)
+    assert method_status(with_interventions(check, ok)) == "passed"
+    assert method_status(with_interventions(check, ok, no)) == "no intervention"
+    assert method_status(with_interventions(check, intervention("x", float("nan")))) == "not measured"
+    assert [method_status(c) for c in (STILL, MOVED, PASS, True, False, None)] == [
+        "not moved", "moved", "passed", "passed", "not measured", "not measured"]
 
 
 def _games(method_shift: float, seeds: int = 4, scenarios: int = 30, seed: int = 0) -> tuple[pd.DataFrame, ...]:
@@ -268,11 +300,11 @@ def test_compared_methods_and_judge_claims():
     claims = {"s.a_minus_b": {"diff": 0.2, "ci": [0.1, 0.3]}, "s.a_minus_b@same": {"diff": 0.2, "ci": [0.1, 0.3]},
               "s.c_minus_base": {"diff": 0.0, "ci": [-0.05, 0.05]}}
     power = {"s.a_minus_b": {"paper_effect": 0.15, "mde": 0.1}, "s.c_minus_base": {"paper_effect": None, "mde": 0.08}}
-    checks = {"a": PASS, "b": PASS, "c": FAIL}
+    checks = {"a": PASS, "b": PASS, "c": STILL}
     out = judge_claims(claims, power, lambda key: {m: checks[m] for m in compared_methods(key)}, effect_kind="up to")
     assert out["s.a_minus_b"] == judge(claims["s.a_minus_b"], 0.15, 0.1, {"a": PASS, "b": PASS}, effect_kind="up to")
     assert out["s.a_minus_b@same"] == judge(claims["s.a_minus_b@same"], None, None, {"a": PASS, "b": PASS})
-    assert out["s.c_minus_base"]["checks"] == {"c": False} and out["s.c_minus_base"]["effect_kind"] == "point"
+    assert out["s.c_minus_base"]["checks"] == {"c": STILL} and out["s.c_minus_base"]["effect_kind"] == "point"
     given = judge_claims(claims, power, lambda key: {}, effect=lambda key: 0.3)   # the paper's effect on every part
     assert given["s.a_minus_b@same"]["paper_effect"] == 0.3 and given["s.a_minus_b@same"]["mde"] is None
     games = _panel_games().rename(columns={"success": "reward"}).assign(seat="A")

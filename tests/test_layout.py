@@ -25,7 +25,7 @@ LAYERS = {
     "models": ["tiny", "models", "packaged", "trl_compat"],
     "agents": ["agents", "counterpart", "sampling", "fastdecode"],
     "rl": ["rl", "rl.*", "calibration"],
-    "evaluate": ["evaluate", "collapse", "theory", "claims", "plots", "compare"],
+    "evaluate": ["evaluate", "collapse", "theory", "claims", "room", "plots", "compare"],
     "entry points": ["dialogrl", "params", "reproduce", "__main__"],
 }
 

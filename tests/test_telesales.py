@@ -265,7 +265,14 @@ def test_views_are_private_and_from_each_role():
     assert "decisive" in buyer[0]["content"] and all(v in buyer[0]["content"] for v in SC.lot)
     assert [m["role"] for m in seller] == ["system", "user", "assistant"]  # the opening cue, then its own turn
     assert [m["role"] for m in buyer] == ["system", "user"]
-    assert buyer[1]["content"] == "hello! [OFFER atlas $38000]"
+    # the buyer's private note on the offer: the atlas has both must-haves, and $38000 is over its $37000 budget
+    assert buyer[1]["content"] == "hello! [OFFER atlas $38000]\n(to you: the atlas has all you need; over your budget)"
+    state = play_texts(task, SC, ["[OFFER strada $20000]", "the strada has no towing.", "oops [OFFER strada $1e]"])
+    notes = [m["content"].split("\n")[1:] for m in task.view(state, "buyer") if m["role"] == "user"]
+    assert notes == [["(to you: the strada lacks third_row and towing; within your budget)"], []]  # invalid: none
+    assert "(to you" not in str(task.view(state, "seller"))   # the seller never sees it
+    bare = VehicleTeleSales(buyer_notes=False)
+    assert "(to you" not in str(bare.view(play_texts(bare, SC, ["hello! [OFFER atlas $38000]"]), "buyer"))
 
 
 def test_metrics_by_hand():

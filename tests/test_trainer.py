@@ -363,8 +363,11 @@ def test_train_writes_the_effective_config_to_the_run_folder(dond_toy_dir, tmp_p
     assert (rec["task"], rec["method"], rec["seed"]) == ("dond", "unilateral", 0)
     assert rec["trainer"] == "Trainer" and rec["start_step"] == 0
     assert rec["config"] == json.loads(json.dumps(trainer.config_dict()["config"])) and rec["config"]["steps"] == 1
-    assert rec["roles"] == {"A": {"agent": None, "adapter": "A", "trainable": True, "lr": 1e-2},
-                            "B": {"agent": "fair", "adapter": None, "trainable": False, "lr": 5e-4}}
+    assert rec["roles"] == {"A": {"agent": None, "adapter": "A", "trainable": True, "lr": 1e-2, "kl_coef": None},
+                            "B": {"agent": "fair", "adapter": None, "trainable": False, "lr": 5e-4, "kl_coef": None}}
+    assert trainer.kl_coef("A") == config.kl_coef == 0.0   # a role without its own KL weight takes the config's
+    anchored = Trainer(TASK, model, tok, {**roles, "A": RoleSpec(adapter="A", trainable=True, kl_coef=0.5)}, config)
+    assert anchored.kl_coef("A") == 0.5
     rows = read_metrics(tmp_path)
     assert len(rows) == 1 and rows[0]["method"] == "unilateral" and "A/approx_kl" in rows[0]
 

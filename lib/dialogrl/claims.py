@@ -1,24 +1,31 @@
-"""How a claim is judged: the manipulation check and the four verdicts (DESIGN.md, "Experimental protocol").
+"""How a claim is judged: the manipulation and intervention checks and the four verdicts (DESIGN.md, "Experimental
+protocol"; papers/README.md, "How a claim is judged").
 
-    check = manipulation_check(trained, base, "reward", ceiling=1.0)    # did the method move its own objective?
+    check = manipulation_check(trained, base, "reward", ceiling=room["ceiling"], reference=room["reference"])
+    check["intervention"] = intervention("VS answers usable", 0.93, at_least=0.8)   # did the manipulation happen?
     claim = judge(paired_clustered(a, b, "success"), paper_effect=0.09, mde=0.05, checks={"vs": check, ...})
     claim["verdict"]                                                    # holds | refuted | not tested | not resolved
 
 A method must move before it can be judged. Its **manipulation check** is its gain over the untrained base on its own
-training objective (the reward it was trained on, against the counterpart it was trained against, on evaluation
-scenarios), paired by scenario and seed, with the t-interval over training seeds. It passes when the interval lies
-above zero and the gain is at least `ROOM_SHARE` (a quarter) of the room the base leaves below the objective's
-ceiling. The threshold is fixed here, before any method is compared, and the same for every notebook.
+training objective (the reward it was trained on, against the frozen counterpart the base plays, on evaluation
+scenarios), paired by scenario and seed, with the t-interval over training seeds. It has two levels: the method
+**moved** when the interval lies above zero, and **passed** when it moved and the gain is at least `ROOM_SHARE` (a
+quarter) of the room between the base and the objective's *attainable* ceiling: what the best reference policy
+reaches against the same counterpart (`dialogrl.room.room_test`; a nominal ceiling such as `Task.max_reward` only
+where no reference was measured, and the record says which). The threshold is fixed here, before any method is
+compared, and the same for every notebook. An **intervention check** says whether the manipulation itself happened
+(Verbalized Sampling's answers were usable, calibration lowered the shift, the process reward varied within groups,
+the co-trained partner changed): a method whose intervention did not happen did not test what the paper is about.
 
-The four verdicts, computed from numbers only (nobody types one):
+The four verdicts, computed from numbers only (nobody types one), gated in both directions:
 
-    holds         the interval excludes zero in the paper's direction;
-    not tested    otherwise, when a method of the claim failed its manipulation check: a method that did not change
-                  the policy cannot refute a paper about what that method does;
+    not tested    a method of the claim did not move its objective, or its intervention did not happen: a method
+                  that did not change the policy can neither show nor refute what that method does;
+    holds         otherwise, every method moved and the interval excludes zero in the paper's direction;
     refuted       every method passed its check, the design's MDE is at most the paper's effect, and the interval
                   excludes that effect;
-    not resolved  otherwise (a check not measured, an interval too wide, or a design that could not detect the
-                  paper's effect).
+    not resolved  otherwise (a check not measured, a method that moved but did not pass, an interval too wide, or a
+                  design that could not detect the paper's effect).
 
 A paper's "up to X" is a maximum over several settings: the paper claims some effect in (0, X] in each, so it is
 refuted only by an interval that excludes every positive effect (at or below zero), and the MDE is compared with X.
@@ -43,17 +50,18 @@ ROOM_SHARE = 0.25  # a method passes its manipulation check with a gain of at le
 
 def manipulation_check(trained: pd.DataFrame, base: pd.DataFrame, metric: str, ceiling: float,
                        keys: Sequence[str] = ("counterpart", "seat", "scenario"), cluster: str = "seed",
-                       share: float = ROOM_SHARE) -> dict:
+                       share: float = ROOM_SHARE, reference: str | None = None) -> dict:
     """Did a trained method move its own training objective? Its gain over the base, with a t-interval over seeds.
 
-    trained: the method's evaluation games against its own training counterpart(s) (rows of `evaluate.game_rows`,
-        with a `seed` column); base: the untrained base's games against the same counterpart(s), same scenarios.
-    metric: the training objective's column (e.g. "reward"), higher is better; ceiling: its largest possible value.
+    trained: the method's evaluation games against the frozen counterpart the base plays (rows of
+        `evaluate.game_rows`, with a `seed` column); base: the untrained base's games against it, same scenarios.
+    metric: the training objective's column (e.g. "reward"), higher is better; ceiling: its attainable ceiling, what
+        the best reference policy `reference` reaches against that counterpart (`room.room_test`); reference None:
+        a nominal ceiling (the largest value the metric can take), which the record calls so.
     keys: what pairs a trained game with a base game (with the seed). The `counterpart` column may name the
         counterpart differently on the two sides (a method's own training partner vs the base's); pass keys
         without it then and make sure each side holds one game per key.
-    Returns {"metric", "gain", "ci", "base", "ceiling", "room", "share", "threshold", "passed", "seeds", "games"}:
-    passed iff the interval's lower end is above zero and the gain is at least share x room.
+    Returns `check_record`'s dict, with "seeds" and "games".
     """
     from dialogrl.evaluate import paired_clustered
 
@@ -61,45 +69,93 @@ def manipulation_check(trained: pd.DataFrame, base: pd.DataFrame, metric: str, c
         raise ValueError(f"manipulation check on {metric!r}: no games ({len(trained)} trained, {len(base)} base)")
     d = paired_clustered(trained, base, metric, keys=keys, cluster=cluster)
     base_mean = float(base[metric].mean())
-    return check_record(metric, d["diff"], d["ci"], base_mean, ceiling, share, seeds=d["seeds"], games=d["games"])
+    return check_record(metric, d["diff"], d["ci"], base_mean, ceiling, share, reference=reference, seeds=d["seeds"],
+                        games=d["games"])
 
 
 def method_check(games: pd.DataFrame, method: str, metric: str, ceiling: float, base: str = "base", by: str = "method",
-                 keys: Sequence[str] = ("counterpart", "seat", "scenario")) -> dict:
+                 keys: Sequence[str] = ("counterpart", "seat", "scenario"), reference: str | None = None) -> dict:
     """`manipulation_check` of `method`'s games in `games` (e.g. the games against its training partner) against the
     base's games in the same frame."""
-    return manipulation_check(games[games[by] == method], games[games[by] == base], metric, ceiling, keys=keys)
+    return manipulation_check(games[games[by] == method], games[games[by] == base], metric, ceiling, keys=keys,
+                              reference=reference)
 
 
 def check_record(metric: str, gain: float | None, ci: Sequence[float] | None, base: float | None, ceiling: float,
-                 share: float = ROOM_SHARE, **extra) -> dict:
+                 share: float = ROOM_SHARE, reference: str | None = None, **extra) -> dict:
     """A manipulation check's record from its numbers (`manipulation_check` measures them; the numbers a paper file
-    recorded are re-judged with this). Without an interval (ci None) a check cannot pass: it fails when the gain is
-    below the threshold (no interval can change that) and is None (not measured) otherwise. Without the base's level
-    (base None) the threshold is unknown: the check fails only on a gain of zero or less. gain None: not measured."""
+    recorded are re-judged with this). moved: the interval's lower end is above zero (None without an interval,
+    unless the gain is zero or less). passed: moved and the gain at least share x (ceiling - base). Without an
+    interval a check cannot pass: it fails when the gain is below the threshold (no interval can change that) and
+    is None (not measured) otherwise. Without the base's level (base None) the threshold is unknown: the check fails
+    only on a gain of zero or less. gain None: not measured. reference: the reference policy whose level is the
+    (attainable) ceiling; None: the ceiling is nominal."""
     room = None if base is None else float(ceiling) - float(base)
     threshold = None if room is None else max(0.0, share * room)
     if gain is None:
-        passed = None
-    elif ci is not None and ci[0] <= 0:
-        passed = False
-    elif gain < (threshold if threshold is not None else 0.0) or gain <= 0:
-        passed = False
-    elif ci is None or threshold is None:
-        passed = None
+        moved = passed = None
     else:
-        passed = True
+        moved = (ci[0] > 0) if ci is not None else (False if gain <= 0 else None)
+        if moved is False or gain < (threshold if threshold is not None else 0.0):
+            passed = False
+        elif moved is None or threshold is None:
+            passed = None
+        else:
+            passed = True
     return {"metric": metric, "gain": None if gain is None else float(gain),
             "ci": None if ci is None else [float(ci[0]), float(ci[1])], "base": None if base is None else float(base),
-            "ceiling": float(ceiling), "room": room, "share": share, "threshold": threshold, "passed": passed, **extra}
+            "ceiling": float(ceiling), "ceiling_kind": "nominal" if reference is None else "attainable",
+            "reference": reference, "room": room, "share": share, "threshold": threshold, "moved": moved,
+            "passed": passed, **extra}
+
+
+def intervention(what: str, value: float | None, at_least: float | None = None, at_most: float | None = None,
+                 **extra) -> dict:
+    """An intervention check's record: did the manipulation happen? `value` (None: not measured) must be at least
+    `at_least` and at most `at_most` (each None: no bound), e.g. intervention("usable VS answers", 0.93, at_least=0.8).
+    Returns {"what", "value", "at_least", "at_most", "happened", ...extra}."""
+    happened = None if value is None or (isinstance(value, float) and math.isnan(value)) else bool(
+        (at_least is None or value >= at_least) and (at_most is None or value <= at_most))
+    return {"what": what, "value": None if value is None else float(value), "at_least": at_least,
+            "at_most": at_most, "happened": happened, **extra}
+
+
+def with_interventions(check: dict, *records: dict) -> dict:
+    """The check with its intervention records (`intervention`), and "intervention": whether every one happened
+    (False if one did not, None if one was not measured)."""
+    flags = [r["happened"] for r in records]
+    happened = False if any(f is False for f in flags) else None if any(f is None for f in flags) else True
+    return {**check, "interventions": list(records), "intervention": happened}
+
+
+STATUSES = ("passed", "moved", "not moved", "no intervention", "not measured")
+
+
+def method_status(check: Mapping | bool | None) -> str:
+    """What a method's check says for a verdict (one of STATUSES): its intervention did not happen, it did not move,
+    it moved, it passed, or it was not measured. A record without "moved" (written before it existed) moved when its
+    interval lies above zero; a bare bool is an older claim's `passed` (True: passed; False: whether it moved is
+    unknown, not measured)."""
+    if isinstance(check, bool):
+        return "passed" if check else "not measured"
+    if check is None:
+        return "not measured"
+    if check.get("intervention") is False:
+        return "no intervention"
+    moved = check["moved"] if "moved" in check else (check["ci"][0] > 0 if check.get("ci") else check.get("passed"))
+    if moved is False:
+        return "not moved"
+    if moved is None or check.get("intervention", True) is None:
+        return "not measured"
+    return "passed" if check.get("passed") is True else "moved"
 
 
 def verdict(diff: float, ci: Sequence[float], paper_effect: float | None = None, mde: float | None = None,
             checks: Mapping[str, dict | bool | None] | None = None, effect_kind: str = "point",
             direction: int | None = None) -> str:
     """The claim's verdict (one of VERDICTS) from its paired difference and interval, the paper's effect on the same
-    scale (None: the paper gives none), the design's MDE, and the manipulation checks of the claim's trained methods
-    ({method: check record, or its `passed`}; the untrained base needs none).
+    scale (None: the paper gives none), the design's MDE, and the checks of the claim's trained methods ({method:
+    check record (moved, passed, intervention), or an older record's bool `passed`}; the untrained base needs none).
 
     direction: +1 when the paper says the difference is positive, -1 negative; default the sign of paper_effect,
     or +1 without one (claims are named `a_minus_b` for "a beats b").
@@ -111,13 +167,13 @@ def verdict(diff: float, ci: Sequence[float], paper_effect: float | None = None,
         return "not resolved"
     if direction is None:
         direction = -1 if paper_effect is not None and paper_effect < 0 else 1
-    if (lo > 0) if direction > 0 else (hi < 0):
-        return "holds"
-    passed = [c.get("passed") if isinstance(c, Mapping) else c for c in (checks or {}).values()]
-    if any(p is False for p in passed):
+    status = [method_status(c) for c in (checks or {}).values()]
+    if any(s in ("not moved", "no intervention") for s in status):
         return "not tested"
-    if any(p is not True for p in passed):
-        return "not resolved"   # a check not measured: the method may not have moved
+    if (lo > 0) if direction > 0 else (hi < 0):
+        return "holds" if all(s in ("moved", "passed") for s in status) else "not resolved"
+    if any(s != "passed" for s in status):
+        return "not resolved"   # a check not measured, or a method that moved too little to refute anything
     if paper_effect is None or mde is None or not math.isfinite(mde) or mde > abs(paper_effect):
         return "not resolved"
     if effect_kind == "up to":   # the paper claims some effect in (0, X]: refuted when none of them is in the CI
@@ -127,16 +183,24 @@ def verdict(diff: float, ci: Sequence[float], paper_effect: float | None = None,
     return "refuted" if excluded else "not resolved"
 
 
+def compact_check(check: Mapping | bool | None) -> dict | bool | None:
+    """What a claim keeps of a method's check: {"moved", "passed", "intervention"} (a bool or None as it is)."""
+    if not isinstance(check, Mapping):
+        return check
+    return {"moved": check.get("moved", check.get("passed")), "passed": check.get("passed"),
+            "intervention": check.get("intervention", True)}
+
+
 def judge(claim: dict, paper_effect: float | None = None, mde: float | None = None,
           checks: Mapping[str, dict | None] | None = None, effect_kind: str = "point", **fields) -> dict:
     """A claim record (`evaluate.paired_clustered`'s dict: diff, ci, ...) with its verdict and what it rests on:
-    paper_effect, effect_kind, mde, and per trained method whether its manipulation check passed (`checks`).
+    paper_effect, effect_kind, mde, and per trained method whether it moved, passed and its intervention happened
+    (`checks`, `compact_check`).
     The old boolean `holds` goes: `verdict` says it in the four words."""
     out = {k: v for k, v in claim.items() if k != "holds"}
     out.update(paper_effect=None if paper_effect is None else float(paper_effect), effect_kind=effect_kind,
                mde=None if mde is None or not math.isfinite(mde) else float(mde),
-               checks={m: (c.get("passed") if isinstance(c, Mapping) else c) for m, c in (checks or {}).items()},
-               **fields)
+               checks={m: compact_check(c) for m, c in (checks or {}).items()}, **fields)
     out["verdict"] = verdict(claim["diff"], claim["ci"], paper_effect, mde, checks, effect_kind)
     return out
 
@@ -173,8 +237,7 @@ def claims_table(summary: dict) -> str:
             continue
         effect_txt = paper_effect_text(c)
         checks = c.get("checks") or {}
-        moved = ", ".join(f"{m} {'yes' if p else 'no' if p is False else 'not measured'}"
-                          for m, p in checks.items()) or "—"
+        moved = ", ".join(f"{m} {method_status(p)}" for m, p in checks.items()) or "—"
         rows.append(f"| `{name}` | {_num(c['diff'])} [{_num(c['ci'][0])}, {_num(c['ci'][1])}] "
                     f"| {_num(c.get('mde'), signed=False)} | {effect_txt} | {moved} | **{c['verdict']}** |")
     return "\n".join(rows)
@@ -183,18 +246,24 @@ def claims_table(summary: dict) -> str:
 def manipulation_table(summary: dict) -> str:
     """The manipulation checks of a summary (`manipulation`: {method: check} or {task: {method: check}}) as a
     markdown table: method, objective, base, gain [95% CI], threshold, passed."""
-    rows = ["| method | objective | base | gain [95% CI] | threshold (share of room) | passed |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| method | objective | base | gain [95% CI] | threshold (share of room) | moved | passed | intervention |",
+            "|---|---|---|---|---|---|---|---|"]
+    yes = {True: "yes", False: "**no**", None: "not measured"}
     for name, check in _checks(summary.get("manipulation", {})):
         ci = check.get("ci")
         gain = _num(check["gain"]) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else
                                       " (no interval)" if check["gain"] is not None else "")
-        passed = {True: "yes", False: "**no**", None: "not measured"}[check.get("passed")]
         threshold = "—" if check["threshold"] is None else (
             f"{_num(check['threshold'], signed=False)} ({check['share']:.2g} x {_num(check['room'], signed=False)})")
         note = f"; {check['note']}" if check.get("note") else ""
-        rows.append(f"| {name} | {check['metric']} (ceiling {_num(check['ceiling'], signed=False)}{note}) "
-                    f"| {_num(check['base'], signed=False)} | {gain} | {threshold} | {passed} |")
+        kind = ("the best reference, " + check["reference"] if check.get("reference")
+                else "nominal" if check.get("ceiling_kind", "nominal") == "nominal" else "attainable")
+        moved = check["moved"] if "moved" in check else (check["ci"][0] > 0 if ci else None)
+        done = "—" if "intervention" not in check else yes[check["intervention"]] + "".join(
+            f"; {r['what']} {_num(r['value'], signed=False)}" for r in check.get("interventions", []))
+        rows.append(f"| {name} | {check['metric']} (ceiling {_num(check['ceiling'], signed=False)}, {kind}{note}) "
+                    f"| {_num(check['base'], signed=False)} | {gain} | {threshold} | {yes[moved]} "
+                    f"| {yes[check.get('passed')]} | {done} |")
     return "\n".join(rows)
 
 
@@ -213,7 +282,8 @@ def claims_excerpt(summary: dict, run: str, source: str) -> dict:
     """What a paper file cites of a run: its claims and manipulation checks, with the run's name and source (the
     command, or the paper file's recorded numbers). Stored as papers/claims/<stem>.json."""
     return {"run": run, "source": source, "claims": summary.get("claims", {}),
-            "manipulation": summary.get("manipulation", {})}
+            "manipulation": summary.get("manipulation", {}), **{k: summary[k] for k in ("counterparts", "room")
+                                                                  if k in summary}}
 
 
 def write_claims_block(paper: str | Path, excerpt: dict) -> str:
@@ -224,10 +294,12 @@ def write_claims_block(paper: str | Path, excerpt: dict) -> str:
     start, end = text.find(CLAIMS_START), text.find(CLAIMS_END)
     if start < 0 or end < start:
         raise ValueError(f"{path}: no {CLAIMS_START} ... {CLAIMS_END} block for the claims table")
+    rejudged = f" {excerpt['rejudged']}." if excerpt.get("rejudged") else ""
     block = "\n".join([CLAIMS_START, f"Run `{excerpt['run']}` ({excerpt['source']}); verdicts computed by "
-                       "`dialogrl.claims.verdict` from these numbers (papers/README.md: how a claim is judged).", "",
-                       "Manipulation checks (each trained method against its own training counterpart, on its "
-                       "training objective):", "", manipulation_table(excerpt), "", claims_table(excerpt), ""])
+                       "`dialogrl.claims.verdict` from these numbers (papers/README.md: how a claim is judged)."
+                       + rejudged, "",
+                       "Manipulation checks (each trained method against the frozen counterpart the base plays, on "
+                       "its training objective):", "", manipulation_table(excerpt), "", claims_table(excerpt), ""])
     path.write_text(text[:start] + block + text[end:])
     return block
 

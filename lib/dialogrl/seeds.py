@@ -32,6 +32,11 @@ the same keys face the same random numbers (common random numbers: the policy's 
     minibatches      run seed, step, adapter, epoch        the trainer's split of a rollout into minibatches
     logs             seed, ...                             synthetic logged dialogues (scripted "human" logs):
                                                            task.sample_scenarios(n, stream_seed("logs", seed))
+    check-scenarios  seed, what                            the scenarios of a design check before training
+                                                           (`dialogrl.room`: what = "responds" or "room"), apart
+                                                           from training and evaluation
+    check-games      seed, what, scenario id               the seed of each game of a design check; both kinds of a
+                                                           probe, and every reference policy, play the same seeds
 
 A game's seed is set by `rollout.play(task, agents, scenarios, seeds=...)` on its `GameState.seed`; a game without
 one (seeds=None) keys its agents' draws on its scenario id and samples tokens from torch's global generator, as
@@ -46,7 +51,7 @@ import operator
 import random
 
 STREAMS = ("train-scenarios", "train-games", "eval-scenarios", "eval-games", "horizons", "tokens", "counterpart",
-           "vs", "minibatches", "logs")
+           "vs", "minibatches", "logs", "check-scenarios", "check-games")
 
 
 def _key(k) -> int | str:

@@ -20,9 +20,10 @@ A `StreamingAgent` (a language model) instead takes turns whenever games need on
 one decoding step at a time (`advance`) and hands back the turns that ended, so the rollout engine can batch turns
 continuously. `Population` plays one of several agents per game.
 
-What every game shares: `TurnTakingTask` (two roles in turn: the view, whose turn, the start of `step`), `one_marker`
-(the framing rules of markers), `has_cue` (the cue lexicons' word matcher), `PersonaAgent` (the shape of each game's
-`ScriptedAgent`) and `scripted_population` (the body of each game's `population`).
+What every game shares: `TurnTakingTask` (two roles in turn: the view, whose turn, the start of `step`, a role's
+private `note` on the partner's turns), `one_marker` (the framing rules of markers), `has_cue` (the cue lexicons' word
+matcher), `PersonaAgent` (the shape of each game's `ScriptedAgent`), `scripted_population` (the body of each game's
+`population`) and `Probe` (what each game's `probe(role)` gives the responsiveness check).
 """
 from __future__ import annotations
 
@@ -145,12 +146,20 @@ class Task:
 
 class TurnTakingTask(Task):
     """A game of two roles that speak in turn, `roles[0]` first. A role's view is its system prompt (its private
-    information: `system_prompt(scenario, role)`) and the talk so far, which `opening` begins for the first speaker.
+    information: `system_prompt(scenario, role)`) and the talk so far, which `opening` begins for the first speaker;
+    a partner's turn carries what the role privately makes of it (`note`), where the game gives it one.
     `step` ends a finished game with an error and hands the turn to `take_turn(state, role, text)`, the game's rules."""
     opening: str = "You speak first."
 
     def system_prompt(self, scenario, role: str) -> str:
         raise NotImplementedError
+
+    def note(self, state: GameState, upto: int, role: str) -> str:
+        """What `role` privately makes of the partner's turn `state.turns[upto]`, from its own private information
+        and the talk up to that turn: a short line appended to that turn in `role`'s view ('' for none, the
+        default). A game uses it to make a decision legible that a small model cannot work out (the TeleSales
+        buyer: whether an offer meets its needs and budget); the partner never sees it."""
+        return ""
 
     def take_turn(self, state: GameState, role: str, text: str) -> Turn:
         """`role` says `text`: parse it, apply the rules, append the Turn, maybe end the game; return the Turn."""
@@ -161,7 +170,8 @@ class TurnTakingTask(Task):
 
     def view(self, state: GameState, role: str) -> list[dict]:
         msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
-        return msgs + history_messages(state, role, opening=self.opening)
+        return msgs + history_messages(state, role, opening=self.opening,
+                                       note=lambda i: self.note(state, i, role))
 
     def step(self, state: GameState, text: str) -> Turn:
         if state.done:
@@ -169,8 +179,10 @@ class TurnTakingTask(Task):
         return self.take_turn(state, self.current_role(state), text)
 
 
-def history_messages(state: GameState, role: str, opening: str | None) -> list[dict]:
-    """The talk so far from `role`'s point of view: its own turns as assistant, the partner's as user.
+def history_messages(state: GameState, role: str, opening: str | None,
+                     note: Callable[[int], str] | None = None) -> list[dict]:
+    """The talk so far from `role`'s point of view: its own turns as assistant, the partner's as user, each partner
+    turn followed on a new line by `note(i)` where that is not empty (i: the turn's index in `state.turns`).
 
     If `role` speaks first, `opening` (a short user message) stands before its first turn, so every chat template
     sees a user message before the first assistant one.
@@ -179,8 +191,12 @@ def history_messages(state: GameState, role: str, opening: str | None) -> list[d
     turns = state.talk_turns()
     if opening is not None and (not turns or turns[0].role == role):
         msgs.append({"role": "user", "content": opening})
-    for t in turns:
-        msgs.append({"role": "assistant" if t.role == role else "user", "content": t.text})
+    for i, t in enumerate(state.turns):
+        if t.phase != "talk":
+            continue
+        mine = t.role == role
+        extra = "" if mine or note is None else note(i)
+        msgs.append({"role": "assistant" if mine else "user", "content": t.text + (f"\n{extra}" if extra else "")})
     return msgs
 
 
@@ -358,6 +374,23 @@ class PersonaAgent(Agent):
 
     def utter(self, task: Task, state: GameState, role: str) -> str:
         raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Probe:
+    """Two scripted ways of playing against a counterpart in `role` that it should decide apart, for the
+    responsiveness check (`dialogrl.room.responsiveness`): `good` and `bad` play the other role (a TeleSales seller
+    offering a vehicle that meets the buyer's needs within its budget, or one that does not; a persuader who tells
+    stories and gives facts, or a rude one). `decision` is the key of the counterpart's outcome that holds the
+    decision it is scored on (a bool: "sale", "success", "agreed"); `kinds` names the two ways for tables;
+    `applies(scenario)` says whether both can be played in a scenario (the check draws scenarios where they can).
+    Each game that has one exports `probe(role)`."""
+    role: str
+    good: Agent
+    bad: Agent
+    decision: str
+    kinds: tuple[str, str] = ("good", "bad")
+    applies: Callable[[Any], bool] = field(default=lambda scenario: True)
 
 
 def scripted_population(role: str, personas: dict[str, dict], defaults: dict[str, Sequence[str]],

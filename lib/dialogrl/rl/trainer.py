@@ -74,6 +74,8 @@ class RoleSpec:
     adapter: str | None = None      # LoRA adapter name (None with agent=None: the frozen base model)
     trainable: bool = False
     lr: float = 5e-4                # this role's optimizer (AdamW over its adapter's parameters and value head)
+    kl_coef: float | None = None    # this role's weight of the KL to the warm start (None: TrainConfig.kl_coef); a
+                                    # co-trained partner anchored harder than the policy keeps playing its part
 
 
 @dataclass
@@ -256,6 +258,11 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(dev.type, enabled=self._precision() == "fp16")
         if self.paths:
             cfg.warn_unclipped()
+
+    def kl_coef(self, adapter: str) -> float:
+        """The KL weight of an update path: its first role's `RoleSpec.kl_coef`, or the config's."""
+        own = self.roles[self.paths[adapter][0]].kl_coef
+        return self.config.kl_coef if own is None else float(own)
 
     def _lr_factor(self, step: int) -> float:
         cfg = self.config
@@ -460,6 +467,7 @@ class Trainer:
         use_adapter(self.model, adapter)
         self.model.train()
         opt = self.optimizers[adapter]
+        kl_coef = self.kl_coef(adapter)
         n_tokens = sum(len(s.completion_ids) for s in samples)
 
         def global_sum(n: int) -> int:   # every process calls it equally often: the same optimizer steps everywhere
@@ -508,11 +516,11 @@ class Trainer:
                         loss = loss + cfg.vf_coef * vl
                         stats["value_loss"] += vl.item() * share
                         stats["value"] += res["value"].mean().item() * share
-                    if cfg.kl_coef:
+                    if kl_coef:
                         with torch.no_grad(), base_model(self.model):  # token_logprobs autocasts itself
                             ref = self.token_logprobs(chunk)["logp"]
                         kl = masked_mean(kl_k3(logp, ref), mask)
-                        loss = loss + cfg.kl_coef * kl
+                        loss = loss + kl_coef * kl
                         stats["kl"] += kl.item() * share
                     if cfg.entropy_coef:
                         ent = masked_mean(res["entropy"], mask)
@@ -714,7 +722,8 @@ class Trainer:
         """The effective configuration: every TrainConfig field, and per role its RoleSpec (the fixed agent's name)."""
         return {"config": asdict(self.config),
                 "roles": {r: {"agent": getattr(s.agent, "name", None), "adapter": s.adapter,
-                              "trainable": s.trainable, "lr": s.lr} for r, s in self.roles.items()}}
+                              "trainable": s.trainable, "lr": s.lr, "kl_coef": s.kl_coef}
+                          for r, s in self.roles.items()}}
 
 
 def _chains(samples: list[Sample]) -> list[list[int]]:

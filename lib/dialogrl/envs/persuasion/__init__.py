@@ -13,8 +13,10 @@ from dialogrl.envs.persuasion.personas import (
     AttentivePersuadee,
     PersuadeePersona,
     PersuaderPersona,
+    RudePersuader,
     ScriptedAgent,
     population,
+    probe,
     traits,
 )
 from dialogrl.envs.persuasion.strategies import LABELS, STRATEGIES, StrategyClassifier, fit_human_response, hear
@@ -49,7 +51,7 @@ TINY_MODELS = {  # see envs/dealnodeal/__init__.py
 
 __all__ = ["TASK", "TINY_MODELS", "P4GRecord", "load_p4g", "p4g_human_corpus",
            "ALL_PERSUADEES", "HUMAN_FIT", "AttentivePersuadee", "PERSUADEE_PERSONAS", "PERSUADER_PERSONAS",
-           "UNSEEN_PERSUADEES", "PersuadeePersona", "PersuaderPersona", "ScriptedAgent", "population",
-           "traits", "LABELS", "STRATEGIES",
+           "UNSEEN_PERSUADEES", "PersuadeePersona", "PersuaderPersona", "RudePersuader", "ScriptedAgent",
+           "population", "probe", "traits", "LABELS", "STRATEGIES",
            "StrategyClassifier", "fit_human_response", "hear", "PAYMENT", "PERSUADEE_PROFILES", "PersuasionForGood",
            "PersuasionScenario", "donate_marker", "parse_marker", "sample_scenario"]

@@ -1,24 +1,12 @@
 """Scripted Persuasion for Good persuaders and persuadees: the warm-start corpus's authors and held-out counterparts.
 
-A scripted persuadee hears the persuasion strategies in the persuader's words (`strategies.hear`, a cue lexicon) and
-decides with a logistic model of its wish to give:
-
-    z = HUMAN_FIT["intercept"] + base + mood + sum over heard strategies s of beta_s * (1 + 0.25 * min(n_s - 1, 2))
-        - COLD_ASK if asked before hearing any strategy - NAG * (asks beyond the second)
-    beta_s = HUMAN_FIT["beta"][s] + likes[s]
-
-n_s counts the persuader turns in which s was heard. It draws one threshold u per game; it gives when it is asked
-(or at its last turn) and sigmoid(z) > u, otherwise it declines and the talk goes on; at its last turn it ends the
-game with [DONATE $0] if it still will not give. The amount comes from the human donors' amounts (HUMAN_FIT
-["amounts"]), tilted to larger ones as z grows, at most its `cap`.
-
-Fit to the human data where it can inform the model (`strategies.fit_human_response` on the 300 annotated
-dialogues; `tests/test_persuasion.py` re-fits and checks these constants): the intercept and the mean
-susceptibility beta_s of a population hearing strategy s (a regularised logistic regression of "donated" on which
-strategies the persuader used: associations in observational data, not causal effects), and the distribution of
-donated amounts. What the data cannot give is designed and stated here: each persona's deviations `likes` from the
-mean (centred over PERSUADEE_PERSONAS, so that the personas of the corpus average to the human fit), its `base`
-willingness and `cap`, and the held-out personas (UNSEEN_PERSUADEES, not centred) that respond to strategies the
+A scripted persuadee (`PersuadeePersona`) decides with a logistic model of its wish to give, z (`wish.wish`: the
+strategies it heard, fit to the human data, its profile's likes and base, its mood, cold asks, nagging and
+pressure). It draws one threshold u per game; it gives when it is asked (or at its last turn) and sigmoid(z) > u,
+otherwise it declines and the talk goes on; at its last turn it ends the game with [DONATE $0] if it still will not
+give. The amount comes from the human donors' amounts (HUMAN_FIT["amounts"]), tilted to larger ones as z grows, at
+most its `cap`. What the data cannot give is designed: the corpus personas' likes and bases are the profiles'
+(`wish.LIKES`, `wish.BASES`), and the held-out personas (UNSEEN_PERSUADEES, not centred) respond to strategies the
 others do not.
 
 Two persuadee rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`:
@@ -35,9 +23,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from dialogrl.envs.base import (
+    Agent,
     GameState,
     PersonaAgent,
     Population,
+    Probe,
     game_key,
     has_cue,
     scripted_population,
@@ -45,19 +35,7 @@ from dialogrl.envs.base import (
 from dialogrl.envs.heldout import Traits
 from dialogrl.envs.persuasion.strategies import STRATEGIES, hear
 from dialogrl.envs.persuasion.task import PERSUADEE_PROFILES, PersuasionForGood, donate_marker
-
-# strategies.fit_human_response(load_p4g(".../persuasionforgood")), rounded (C=0.3; 300 annotated dialogues, 49%
-# gave; amounts: the donors' B6 within the $2 payment, 545 persuadees of 1,017)
-HUMAN_FIT = {
-    "intercept": 0.14,
-    "beta": {"credibility-appeal": -0.5, "logical-appeal": 0.0, "emotion-appeal": 0.23, "personal-story": 0.38,
-             "donation-information": 0.33, "foot-in-the-door": 0.05, "self-modeling": -0.22,
-             "source-related-inquiry": 0.14, "task-related-inquiry": -0.15, "personal-related-inquiry": -0.3},
-    "amounts": {0.05: 0.057, 0.1: 0.105, 0.15: 0.053, 0.2: 0.094, 0.25: 0.055, 0.3: 0.083, 0.5: 0.142, 1.0: 0.287,
-                2.0: 0.125},
-}
-COLD_ASK = 0.5   # asked before any strategy was heard
-NAG = 0.3        # per ask beyond the second
+from dialogrl.envs.persuasion.wish import BASES, HUMAN_FIT, LIKES, wish
 
 
 @dataclass(frozen=True)
@@ -105,29 +83,16 @@ class PersuaderPersona:
     ask_again: float = 0.5
 
 
-def _centred(raw: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """Each strategy's deviations minus their mean over the personas (so that they average to the human fit)."""
-    mean = {s: sum(r.get(s, 0.0) for r in raw.values()) / len(raw) for s in STRATEGIES}
-    return {p: {s: round(r.get(s, 0.0) - mean[s], 3) for s in STRATEGIES} for p, r in raw.items()}
-
-
-_LIKES = _centred({
-    "sympathetic": {"emotion-appeal": 1.4, "personal-story": 1.2, "self-modeling": 0.6},
-    "analytical": {"logical-appeal": 1.4, "donation-information": 1.0, "credibility-appeal": 0.6},
-    "skeptical": {"credibility-appeal": 1.6, "donation-information": 0.6, "source-related-inquiry": 0.6},
-    "frugal": {"foot-in-the-door": 1.6, "donation-information": 0.4},
-    "sociable": {"personal-related-inquiry": 1.2, "task-related-inquiry": 0.8, "self-modeling": 0.8},
-})
 PERSUADEE_PERSONAS: dict[str, PersuadeePersona] = {p.name: p for p in [
-    PersuadeePersona("sympathetic", PERSUADEE_PROFILES["sympathetic"], _LIKES["sympathetic"], base=0.3,
+    PersuadeePersona("sympathetic", PERSUADEE_PROFILES["sympathetic"], LIKES["sympathetic"], base=BASES["sympathetic"],
                      asks_about="who are the children it helps?"),
-    PersuadeePersona("analytical", PERSUADEE_PROFILES["analytical"], _LIKES["analytical"],
+    PersuadeePersona("analytical", PERSUADEE_PROFILES["analytical"], LIKES["analytical"], base=BASES["analytical"],
                      asks_about="how much of the money reaches the children?"),
-    PersuadeePersona("skeptical", PERSUADEE_PROFILES["skeptical"], _LIKES["skeptical"], base=-0.5,
+    PersuadeePersona("skeptical", PERSUADEE_PROFILES["skeptical"], LIKES["skeptical"], base=BASES["skeptical"],
                      asks_about="who runs this charity?"),
-    PersuadeePersona("frugal", PERSUADEE_PROFILES["frugal"], _LIKES["frugal"], base=-0.2, cap=0.5,
+    PersuadeePersona("frugal", PERSUADEE_PROFILES["frugal"], LIKES["frugal"], base=BASES["frugal"], cap=0.5,
                      asks_about="how would the donation work?"),
-    PersuadeePersona("sociable", PERSUADEE_PROFILES["sociable"], _LIKES["sociable"], base=0.1,
+    PersuadeePersona("sociable", PERSUADEE_PROFILES["sociable"], LIKES["sociable"], base=BASES["sociable"],
                      asks_about="have you donated yourself?"),
 ]}
 # Persuadees no part of the pipeline has seen (the scenario generator and the corpus draw PERSUADEE_PERSONAS only):
@@ -277,22 +242,8 @@ class ScriptedAgent(PersonaAgent):
     # -- the persuadee
     @staticmethod
     def wish(p: PersuadeePersona, state: GameState) -> float:
-        """z: its log-odds of giving after what it has heard so far (see the module docstring)."""
-        heard: dict[str, int] = {}
-        asks, cold = 0, False
-        for t in state.talk_turns():
-            if t.role != "persuader":
-                continue
-            said = hear(t.text)
-            if "ask" in said:
-                asks += 1
-                cold = cold or not heard
-            for s in said:
-                if s != "ask":
-                    heard[s] = heard.get(s, 0) + 1
-        z = HUMAN_FIT["intercept"] + p.base + state.scenario.mood
-        z += sum((HUMAN_FIT["beta"][s] + p.likes.get(s, 0.0)) * (1 + 0.25 * min(k - 1, 2)) for s, k in heard.items())
-        return z - COLD_ASK * cold - NAG * max(asks - 2, 0)
+        """z: its log-odds of giving after what it has heard so far (`wish.wish`)."""
+        return wish(p.likes, p.base, state.scenario.mood, state.talk_turns())
 
     def _amount(self, p: PersuadeePersona, z: float, rng: random.Random) -> float:
         amounts = HUMAN_FIT["amounts"]
@@ -368,6 +319,32 @@ def taken_up(p: AttentivePersuadee, state: GameState) -> tuple[int, int]:
             hit = any(has_cue(low, w, whole=False) for w in words[0])
             heard, missed = heard + hit, missed + (not hit)
     return heard, missed
+
+
+# The responsiveness check's persuaders (`probe`): one tells stories and gives facts, with the strategies the human
+# persuadees answered best (HUMAN_FIT), and asks from its third turn; the other demands and insults.
+PROBE_GOOD = PersuaderPersona("probe-good", {"emotion-appeal": 1, "personal-story": 1, "donation-information": 1,
+                                             "source-related-inquiry": 1}, ask_from=2, ask_again=0.5)
+RUDE = ["give me your money for the charity, now.", "stop wasting my time and donate your $2.",
+        "you are selfish if you keep it.", "honestly, just hand it over already, it's only $2.",
+        "what's wrong with you? donate now."]
+
+
+class RudePersuader(Agent):
+    """The responsiveness check's bad persuader: a demand or an insult every turn (RUDE, in order)."""
+    name = "rude"
+
+    def act(self, requests) -> list[str]:
+        return [RUDE[len(r.state.talk_turns()) // 2 % len(RUDE)] for r in requests]
+
+
+def probe(role: str = "persuadee") -> Probe:
+    """The responsiveness check's probe of a persuadee: does it give to a persuader who tells stories and gives facts
+    more often than to a rude one?"""
+    if role != "persuadee":
+        raise ValueError(f"Persuasion for Good probes the persuadee (its donation), not the {role}")
+    return Probe("persuadee", ScriptedAgent(PROBE_GOOD, seed=1), RudePersuader(), decision="success",
+                 kinds=("stories and facts", "demands and insults"))
 
 
 def population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,

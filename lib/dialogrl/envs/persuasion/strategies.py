@@ -48,6 +48,20 @@ CUES: dict[str, tuple[str, ...]] = {
 }
 
 
+# Pressure: demands and insults, which no strategy of the annotation names (its persuaders were polite). A scripted
+# persuadee that hears them in a turn likes giving less (personas.PRESSURE), so that a rude persuader fares worse
+# than a polite one (the responsiveness check's probe, `personas.probe`).
+PRESSURE_CUES = ("selfish", "greedy", "stop wasting", "hand it over", "give me your", "just donate", "donate now",
+                 "donate. now", "you have to donate", "you must donate", "shame on you", "what's wrong with you",
+                 "useless", "idiot", "stingy")
+
+
+def pressured(text: str) -> bool:
+    """Whether a persuader's turn pressures (a demand or an insult of PRESSURE_CUES)."""
+    low = text.lower()
+    return any(has_cue(low, c) for c in PRESSURE_CUES)
+
+
 def hear(text: str) -> list[str]:
     """The strategies (and `ask`) a scripted persuadee hears in a persuader's turn, in LABELS order."""
     low = text.lower()

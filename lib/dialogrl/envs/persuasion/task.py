@@ -16,8 +16,14 @@ is free text that may carry one marker:
   other marker, a character outside ASCII, an unclosed or repeated marker) never raise: they are recorded on the
   Turn, have no effect (the turn is forfeited), count in `invalid_rate` and cost the speaker `invalid_penalty`.
 
+  The persuadee's view marks each persuader turn with how it leans after it, "(you lean to giving)", "(you are
+  unsure)" or "(you lean to keeping it)" (`note`, `persuadee_notes`): its profile's rule over the strategies heard
+  so far and its mood (`wish.leaning`), which a tiny model cannot add up from five turns of talk; the persuader
+  never sees the mark.
+
 Scores (per game; `reward` = score - invalid_penalty * own invalid turns):
-  persuader: min(donation / payment, 1), the paper's reward min(donation / $2, 1).
+  persuader: min(donation / payment, 1), the paper's reward min(donation / $2, 1) (persuader_goal="donation"); or
+             1 for any donation (persuader_goal="success": what held-out success counts).
   persuadee: 1 - the persuader's score, the paper's adversarial simulator reward (used when a simulator trains).
 Metrics: `success` is the share of games with a donation above zero (held-out success), `donation` its mean in
 dollars; `donate_rate` and `turn_cap_rate` how games ended.
@@ -32,8 +38,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from dialogrl.envs.base import GameState, Question, Turn, TurnTakingTask, one_marker, shorten
+from dialogrl.envs.persuasion.wish import leaning
 
 ROLES = ("persuader", "persuadee")
+PERSUADER_GOALS = ("donation", "success")
 PAYMENT = 2.0   # dollars: the task payment of the study
 
 # The persuadee an LM persuadee is asked to be: its name and the attitude line of its prompt. The scripted
@@ -103,13 +111,16 @@ class PersuasionForGood(TurnTakingTask):
     max_exchanges: persuader-persuadee exchanges before the game ends with nothing given (5, as in the paper).
     mood_sd: spread of the persuadee's private mood. invalid_penalty: reward a role loses per invalid turn.
     personas: the profiles the scenario generator draws (all PERSUADEE_PROFILES by default).
+    persuader_goal: "donation" (the paper's reward, min(donation / payment, 1)) or "success" (1 for any donation,
+    what held-out success counts); the persuadee's score is 1 minus the persuader's either way.
+    persuadee_notes: the persuadee's view marks each persuader turn with how it leans after it (`note`).
     """
     name = "persuasion"
     roles = ROLES
     opening = "The other worker joins the chat. You speak first."
 
     def __init__(self, max_exchanges: int = 5, mood_sd: float = 0.75, invalid_penalty: float = 0.1,
-                 personas: Sequence[str] | None = None):
+                 personas: Sequence[str] | None = None, persuader_goal: str = "donation", persuadee_notes: bool = True):
         if not isinstance(max_exchanges, int) or max_exchanges < 1:
             raise ValueError(f"max_exchanges={max_exchanges!r}: must be an int >= 1")
         if mood_sd < 0:
@@ -121,6 +132,9 @@ class PersuasionForGood(TurnTakingTask):
             raise ValueError(f"personas: unknown profile(s) {unknown}; profiles: {', '.join(PERSUADEE_PROFILES)}")
         self.max_exchanges, self.mood_sd, self.invalid_penalty = max_exchanges, float(mood_sd), float(invalid_penalty)
         self.personas = tuple(personas) if personas else None
+        if persuader_goal not in PERSUADER_GOALS:
+            raise ValueError(f"persuader_goal={persuader_goal!r}: choose one of {', '.join(PERSUADER_GOALS)}")
+        self.persuader_goal, self.persuadee_notes = persuader_goal, bool(persuadee_notes)
 
     @property
     def max_turns(self) -> int:
@@ -140,6 +154,17 @@ class PersuasionForGood(TurnTakingTask):
         return (f"Persuasion for Good. You are a worker who earned {pay}; {PERSUADEE_PROFILES[scenario.persona]}. "
                 f"Decide whether to donate part of it: end with [DONATE $x], x from 0 to {scenario.payment:.0f}. "
                 f"At most {self.max_exchanges} exchanges.")
+
+    def note(self, state: GameState, upto: int, role: str) -> str:
+        """How the persuadee leans after a persuader's turn, in its own view only (`persuadee_notes`): "(you lean to
+        giving)", "(you are unsure)" or "(you lean to keeping it)", from its profile's rule over what it has heard
+        (`wish.leaning`: the scripted persuadee's wish to give, its mood included). A 1.5M model does not add up
+        the weak cues of five turns: without these notes the embedded persuadee gave after a storyteller and after
+        the untrained persuader alike (0.87 vs 0.85; papers/03)."""
+        if role != "persuadee" or not self.persuadee_notes or state.turns[upto].role != "persuader":
+            return ""
+        return {"giving": "(you lean to giving)", "unsure": "(you are unsure)",
+                "keeping": "(you lean to keeping it)"}[leaning(state, upto)]
 
     # -- a pretrained language model as the persuadee (dialogrl.counterpart)
     def counterpart_prompt(self, scenario: PersuasionScenario, role: str) -> str:
@@ -180,7 +205,7 @@ class PersuasionForGood(TurnTakingTask):
     # -- outcome
     def outcome(self, state: GameState) -> dict[str, dict]:
         donation = float(state.info.get("donation", 0.0))
-        r = min(donation / state.scenario.payment, 1.0)
+        r = float(donation > 0) if self.persuader_goal == "success" else min(donation / state.scenario.payment, 1.0)
         score = {"persuader": r, "persuadee": 1.0 - r}
         out = {}
         for role in self.roles:

@@ -18,7 +18,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dialogrl.envs.base import GameState, PersonaAgent, Population, game_key, scripted_population
+from dialogrl.envs.base import Agent, GameState, PersonaAgent, Population, Probe, game_key, scripted_population
 from dialogrl.envs.heldout import Traits
 from dialogrl.envs.telesales.task import (
     BUYER_PROFILES,
@@ -40,7 +40,8 @@ class SellerPersona:
     """A scripted seller. Its asking margin m (price = floor + m * (MSRP - floor)) falls from `start` to `end` over
     its turns as m(p) = start - (start - end) * p ** beta; it never offers below floor + end * (MSRP - floor).
     `listen`: offer vehicles with the features (and type) the buyer asked for; otherwise push its two most profitable
-    vehicles in turn. `meet_budget`: drop to a price the buyer named (a budget or an ask) when that stays above its
+    vehicles in turn, or with `scatter` any lot vehicle but the one it offered last (a seller who does not listen
+    and does not care what it sells: its offers teach a buyer to read what an offer lacks, not its price). `meet_budget`: drop to a price the buyer named (a budget or an ask) when that stays above its
     limit; without it, concede on its own schedule only (to its limit on its last turn). `upsell`: the priciest
     fitting vehicle first, even above the budget. `ask_first`: open with a question instead of an offer."""
     name: str
@@ -51,6 +52,7 @@ class SellerPersona:
     meet_budget: bool = True
     upsell: bool = False
     ask_first: bool = True
+    scatter: bool = False
     style: str = "plain"  # phrasing: "plain" or "casual"
 
 
@@ -104,6 +106,7 @@ SELLER_PERSONAS: dict[str, SellerPersona] = {p.name: p for p in [
     SellerPersona("discounter", start=0.4, end=0.0, beta=0.5, ask_first=False, style="casual"),
     SellerPersona("upseller", start=1.0, end=0.3, beta=1.5, upsell=True),
     SellerPersona("pusher", start=0.9, end=0.3, listen=False, ask_first=False, style="casual"),
+    SellerPersona("scattershot", start=0.6, end=0.1, listen=False, scatter=True),
 ]}
 BUYER_PERSONAS: dict[str, BuyerPersona] = {p.name: p for p in [
     BuyerPersona("bargain-hunter", BUYER_PROFILES["bargain-hunter"], start=0.75, beta=3.0,
@@ -140,7 +143,8 @@ ALL_BUYERS: dict[str, BuyerPersona | AnchoredBuyer] = {**BUYER_PERSONAS, **UNSEE
 # patience in refused offers (0, only at its last turn, counts as 5: a buyer's turns in a 10-turn game).
 TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "margin-schedule": {"start": (0.0, 1.0), "end": (0.0, 1.0), "log2_beta": (-2.0, 3.0), "listen": (0.0, 1.0),
-                        "meet_budget": (0.0, 1.0), "upsell": (0.0, 1.0), "ask_first": (0.0, 1.0)},
+                        "meet_budget": (0.0, 1.0), "upsell": (0.0, 1.0), "ask_first": (0.0, 1.0),
+                        "scatter": (0.0, 1.0)},
     "reservation-schedule": {"start": (0.5, 1.0), "log2_beta": (-2.0, 3.0), "reveal": (0.0, 3.0),
                              "say_type": (0.0, 1.0), "say_budget": (0.0, 1.0), "strict_type": (0.0, 1.0),
                              "patience": (1.0, 5.0), "slip": (0.0, 1.0)},
@@ -159,7 +163,8 @@ def trait_vector(p: SellerPersona | BuyerPersona | AnchoredBuyer) -> dict[str, f
     """The numbers a persona's decision rule reads (its phrasing, `style` and `wander`, left out)."""
     if isinstance(p, SellerPersona):
         return {"start": p.start, "end": p.end, "log2_beta": math.log2(p.beta), "listen": float(p.listen),
-                "meet_budget": float(p.meet_budget), "upsell": float(p.upsell), "ask_first": float(p.ask_first)}
+                "meet_budget": float(p.meet_budget), "upsell": float(p.upsell), "ask_first": float(p.ask_first),
+                "scatter": float(p.scatter)}
     shared = {"reveal": float(min(p.reveal, 3)), "say_type": p.say_type, "say_budget": p.say_budget,
               "patience": float(p.patience or 5)}
     if isinstance(p, AnchoredBuyer):
@@ -351,6 +356,8 @@ class ScriptedAgent(PersonaAgent):
             asked = [a for a, x in heard["asks"].items() if a in cands and limit(a) <= x]
             v = asked[-1] if asked else v  # a vehicle the buyer named a price it can take for
             hint = heard["asks"].get(v, budget)  # the buyer's number for v
+        elif p.scatter:  # any vehicle but the one it offered last, deaf to the buyer
+            v, hint = rng.choice([v for v in sc.lot if not offers or v != offers[-1][0]]), None
         else:  # pushes its two most profitable vehicles in turn, deaf to the buyer
             top = sorted(sc.lot, key=lambda v: CATALOG[v].msrp - sc.floor(v), reverse=True)[:2]
             v, hint = top[len(offers) % len(top)], None
@@ -470,6 +477,60 @@ class ScriptedAgent(PersonaAgent):
                 parts.append(rng.choice(ph["counter"]).format(v=v, money=money(ask, p.style)))
         parts += self._disclose(p, sc, listen(state, "buyer"), False, n, rng)
         return self._clauses(parts, ph, rng)
+
+
+class ProbeSeller(Agent):
+    """A seller of the responsiveness check (`probe`): an oracle that reads the buyer's private needs. It opens with
+    a question, then offers one vehicle at one price on each of its turns, in the same words whatever it offers.
+    kind="good": the lot vehicle with every must-have that lists cheapest, at the lower of its list price and 90% of
+    the budget (in $100); kind="bad": the cheapest that lacks a must-have, at the same rule, or, for a buyer with no
+    must-haves, the cheapest listed above the budget, at its list price (`bad_offer`)."""
+
+    def __init__(self, kind: str):
+        if kind not in ("good", "bad"):
+            raise ValueError(f"kind={kind!r}: choose good or bad")
+        self.kind, self.name = kind, f"{kind}-offer"
+
+    def act(self, requests) -> list[str]:
+        return [self.utter(r.state) for r in requests]
+
+    def utter(self, state: GameState) -> str:
+        if not state.talk_turns():
+            return "hi, thanks for calling! what are you looking for?"
+        sc = state.scenario
+        vid, price = good_offer(sc) if self.kind == "good" else bad_offer(sc)
+        v = CATALOG[vid]
+        feats = join([SAY_FEATURE[f] for f in v.features]) if v.features else "no extras"
+        return (f"how about the {vid}? it's {article(v.type)} with {feats}. i can do {money(price)}. "
+                f"{offer_marker(sc.lot.index(vid) + 1, price)}")
+
+
+def good_offer(sc: TelesalesScenario) -> tuple[str, int]:
+    """The probe's good offer: the fitting vehicle that lists cheapest, at min(list, 90% of the budget)."""
+    vid = min((v for v in sc.lot if fits(sc, v)), key=lambda v: CATALOG[v].msrp)
+    return vid, min(CATALOG[vid].msrp, int(0.9 * sc.budget) // 100 * 100)
+
+
+def bad_offer(sc: TelesalesScenario) -> tuple[str, int] | None:
+    """The probe's bad offer (see ProbeSeller), or None where the lot has none."""
+    lacking = [v for v in sc.lot if not fits(sc, v)]
+    if lacking:
+        vid = min(lacking, key=lambda v: CATALOG[v].msrp)
+        return vid, min(CATALOG[vid].msrp, int(0.9 * sc.budget) // 100 * 100)
+    over = [v for v in sc.lot if CATALOG[v].msrp > sc.budget]
+    if over:
+        vid = min(over, key=lambda v: CATALOG[v].msrp)
+        return vid, CATALOG[vid].msrp
+    return None
+
+
+def probe(role: str = "buyer") -> Probe:
+    """The responsiveness check's probe of a TeleSales buyer: does it buy a good offer more often than a bad one?"""
+    if role != "buyer":
+        raise ValueError(f"TeleSales probes the buyer (its purchase), not the {role}")
+    return Probe("buyer", ProbeSeller("good"), ProbeSeller("bad"), decision="sale",
+                 kinds=("meets its needs within budget", "lacks a must-have or over budget"),
+                 applies=lambda sc: bad_offer(sc) is not None)
 
 
 def population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,

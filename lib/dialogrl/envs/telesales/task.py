@@ -21,6 +21,9 @@ Protocol. The seller speaks first; the roles alternate. A turn is free text that
   write numbers. Markers are ASCII (digits 0-9 only) and case-insensitive. Lot numbers and [ACCEPT] spare a small
   model copying a word or a price from far back in its context. The talk also ends without a sale after
   `max_turns` turns (both roles together).
+  The buyer's view marks each valid offer with what it means to the buyer, "(to you: the aria has all you need;
+  within your budget)" or "(to you: the aria lacks awd; over your budget)" (`note`, `buyer_notes`): the two facts
+  of a good sale, which a tiny model cannot look up and compare; the seller never sees the mark.
   Invalid markers (a BUY at a price never offered for that vehicle, a vehicle not on the lot, an offer above the
   vehicle's list price, the seller writing BUY, ACCEPT or LEAVE, the buyer writing OFFER, a negative or absurd price
   (over MAX_PRICE), a character outside ASCII, a malformed, unclosed or repeated marker) never
@@ -245,6 +248,8 @@ class VehicleTeleSales(TurnTakingTask):
     good sale, plus margin_weight times its margin, and bad_sale for any other sale), "success" (the same on a good
     sale, 0 for a bad one: Success@1) or "margin" (its margin alone).
     invalid_penalty: reward a role loses per invalid turn (0 makes invalid markers free).
+    buyer_notes: the buyer's view marks each valid offer with whether it has every must-have and is within budget
+    (`note`); False gives the buyer the bare talk.
     """
     name = "telesales"
     roles = ("seller", "buyer")
@@ -252,7 +257,7 @@ class VehicleTeleSales(TurnTakingTask):
 
     def __init__(self, max_turns: int = 10, lot_size: int = 6, p_infeasible: float = 0.2,
                  success_bonus: float = 1.0, bad_sale: float = -1.0, invalid_penalty: float = 0.1,
-                 seller_goal: str = "good_sale", margin_weight: float = 0.5):
+                 seller_goal: str = "good_sale", margin_weight: float = 0.5, buyer_notes: bool = True):
         if not isinstance(max_turns, int) or max_turns < 2:
             raise ValueError(f"max_turns={max_turns!r}: must be an int >= 2 (the buyer needs a turn)")
         if not isinstance(lot_size, int) or not 1 <= lot_size <= len(CATALOG):
@@ -269,6 +274,7 @@ class VehicleTeleSales(TurnTakingTask):
         self.max_turns, self.lot_size, self.p_infeasible = max_turns, lot_size, float(p_infeasible)
         self.success_bonus, self.bad_sale = float(success_bonus), float(bad_sale)
         self.invalid_penalty = float(invalid_penalty)
+        self.buyer_notes = bool(buyer_notes)
 
     # -- scenarios and views
     def sample_scenarios(self, n: int, seed: int) -> list[TelesalesScenario]:
@@ -288,6 +294,21 @@ class VehicleTeleSales(TurnTakingTask):
         about = BUYER_PROFILES[scenario.persona]
         return (f"Vehicle TeleSales. You are the buyer, {scenario.persona}: {about}. Your budget: ${scenario.budget}. "
                 f"Must have: {needs}. You prefer {article(scenario.preferred_type)}. The lot:\n{lot}\n" + rules)
+
+    def note(self, state: GameState, upto: int, role: str) -> str:
+        """The buyer's reading of a seller's valid offer, in its own view only (`buyer_notes`): whether the vehicle
+        has every must-have and whether the price is within its budget, the two facts a good sale needs. A 1.5M
+        model cannot look an offer's lot number up in its prompt and compare prices with its budget: without these
+        notes the embedded buyer bought good and bad offers alike (0.80 vs 0.75; papers/04)."""
+        turn = state.turns[upto]
+        if role != "buyer" or not self.buyer_notes or turn.invalid is not None or turn.action is None \
+                or turn.action.get("type") != "offer":
+            return ""
+        s, vid, price = state.scenario, turn.action["vehicle"], turn.action["price"]
+        missing = [f for f in s.must_have if f not in CATALOG[vid].features]
+        needs = f"lacks {' and '.join(missing)}" if missing else "has all you need"
+        budget = "within your budget" if price <= s.budget else "over your budget"
+        return f"(to you: the {vid} {needs}; {budget})"
 
     # -- a pretrained language model as the buyer (dialogrl.counterpart)
     def counterpart_prompt(self, scenario: TelesalesScenario, role: str) -> str:

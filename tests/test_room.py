@@ -1,0 +1,69 @@
+"""What a design needs before training (dialogrl.room): a counterpart that ignores the conversation fails the
+responsiveness check, the scripted counterparts pass it, and the room test finds (or refuses) room to learn."""
+from __future__ import annotations
+
+import pytest
+
+from dialogrl.envs import persuasion, telesales
+from dialogrl.envs.base import Agent
+from dialogrl.room import RESPONSE_GAP, require_responsive, require_room, responsiveness, room_test
+
+
+class Yes(Agent):
+    """A buyer that takes any standing offer, and a persuadee that gives at its first turn: it reads no talk."""
+    name = "yes"
+
+    def act(self, requests):
+        return ["[ACCEPT]" if r.state.info.get("offers") else "[DONATE $1]" if r.role == "persuadee" else "hm."
+                for r in requests]
+
+
+@pytest.mark.parametrize("game", [telesales, persuasion])
+def test_a_counterpart_that_ignores_the_conversation_does_not_respond(game):
+    probe = game.probe()
+    task = game.TASK()
+    rec = responsiveness(task, Yes(), probe, n=30, seed=0)
+    assert rec["good"] == rec["bad"] == 1.0 and rec["diff"] == 0.0 and not rec["responds"]
+    with pytest.raises(ValueError, match="does not respond.*yes"):
+        require_responsive({"yes": rec})
+
+
+@pytest.mark.parametrize("game, good, bad", [(telesales, 0.9, 0.3), (persuasion, 0.6, 0.1)])
+def test_the_scripted_counterparts_respond(game, good, bad):
+    """The rules the warm starts imitate tell a good conversation from a bad one (papers/README.md records the
+    numbers); both kinds play the same scenarios and game seeds, so a second call gives the same record."""
+    probe = game.probe()
+    task = game.TASK()
+    rec = responsiveness(task, game.population(probe.role, seed=7), probe, n=60, seed=0)
+    assert rec["good"] >= good and rec["bad"] <= bad and rec["diff"] >= RESPONSE_GAP and rec["ci"][0] > 0
+    assert rec["responds"] and rec["games"] == 60 and rec["kinds"] == list(probe.kinds)
+    assert responsiveness(task, game.population(probe.role, seed=7), probe, n=60, seed=0) == rec
+    require_responsive({"scripted": rec})   # raises nothing
+
+
+def test_probe_offers_differ_only_in_what_they_offer():
+    task = telesales.TASK()
+    sc = next(s for s in task.sample_scenarios(50, 1) if telesales.personas.bad_offer(s) and s.must_have)
+    good, bad = telesales.personas.good_offer(sc), telesales.personas.bad_offer(sc)
+    assert telesales.good_sale(sc, *good) and not telesales.good_sale(sc, *bad)
+
+
+def test_room_test_finds_the_best_reference_and_refuses_a_design_without_room():
+    task = telesales.VehicleTeleSales(seller_goal="success")
+    buyers = telesales.population("buyer", seed=3)
+    sellers = {n: telesales.ScriptedAgent(n, seed=i) for i, n in enumerate(["fair", "discounter"])}
+    rec = room_test(task, "seller", buyers, sellers, telesales.ScriptedAgent("pusher", seed=9), n=60, seed=0)
+    best = rec["references"][rec["reference"]]
+    assert rec["reference"] in sellers and rec["ceiling"] == best["mean"] == max(r["mean"] for r in
+                                                                                 rec["references"].values())
+    assert rec["room"] == pytest.approx(rec["ceiling"] - rec["base"]) and rec["threshold"] == pytest.approx(
+        0.25 * rec["room"])
+    assert rec["passed"] == (rec["room"] > 0 and best["ci"][0] >= rec["threshold"]) and rec["passed"]
+    same = room_test(task, "seller", buyers, {"pusher": telesales.ScriptedAgent("pusher", seed=9)},
+                     telesales.ScriptedAgent("pusher", seed=9), n=30, seed=0)   # the base itself: no room
+    assert same["room"] == 0 and not same["passed"]
+    with pytest.raises(ValueError, match="no room to learn"):
+        require_room({"pusher": same})
+    two = room_test(task, "seller", [buyers, telesales.population("buyer", seed=4)], sellers,   # one per build
+                    [telesales.ScriptedAgent("pusher", seed=9)] * 2, n=30, seed=0)
+    assert two["games"] == 60 and set(two["references"]) == set(sellers)
