@@ -102,6 +102,8 @@ def test_intervention_gates_the_check():
     ok, no = intervention("usable VS answers", 0.93, at_least=0.8), intervention("usable VS answers", 0.4, at_least=0.8)
     assert ok["happened"] is True and no["happened"] is False
     assert intervention("shift fell by", None, at_least=0.0)["happened"] is None
+    assert intervention("spread wider by", 0.0, above=0.0)["happened"] is False
+    assert intervention("spread wider by", 0.01, above=0.0)["happened"] is True
     check = check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)
     assert method_status(with_interventions(check, ok)) == "passed"
     assert method_status(with_interventions(check, ok, no)) == "no intervention"

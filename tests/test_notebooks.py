@@ -92,13 +92,26 @@ def _claims(summary: dict, n_seeds: int):
 
 
 def _manipulation(checks: dict, methods: list[str]):
-    """A manipulation check per trained method: its gain with an interval, the threshold, passed or not."""
+    """A manipulation check per trained method: its gain with an interval, moved, the threshold (a quarter of the
+    room to its ceiling, attainable where a reference policy was measured), passed or not."""
     assert set(methods) <= set(checks), f"checks missing: {sorted(set(methods) - set(checks))}"
     for m in methods:
         c = checks[m]
         _interval(c["ci"], f"manipulation.{m}")
-        assert c["ceiling"] > c["base"] and c["threshold"] == pytest.approx(0.25 * (c["ceiling"] - c["base"]))
-        assert c["passed"] == (c["ci"][0] > 0 and c["gain"] >= c["threshold"]), m
+        assert c["threshold"] == pytest.approx(max(0.0, 0.25 * (c["ceiling"] - c["base"])))
+        assert c["ceiling_kind"] == ("nominal" if c["reference"] is None else "attainable"), m
+        assert c["moved"] == (c["ci"][0] > 0), m
+        assert c["passed"] == (c["moved"] and c["gain"] >= c["threshold"]), m
+
+
+def _counterparts(records: dict, kinds: int = 2):
+    """Every counterpart's responsiveness record: its decision rate after each kind, the difference inside its
+    interval, and `responds` as the rule says (dialogrl.room)."""
+    assert records
+    for name, r in records.items():
+        assert 0 <= r["good"] <= 1 and 0 <= r["bad"] <= 1 and r["diff"] == pytest.approx(r["good"] - r["bad"]), name
+        _interval(r["ci"], f"counterparts.{name}")
+        assert r["responds"] == (r["diff"] >= r["gap"] and r["ci"][0] > 0) and len(r["kinds"]) == kinds, name
 
 
 def _power(power: dict, n_seeds: int, claims: list[str]):
@@ -153,6 +166,13 @@ def check_04(summary: dict, params: dict):
     _claims(summary, n)
     for task in ("telesales", "dond"):
         _manipulation(summary["manipulation"][task], [m for m in methods[task] if m != "base"])
+        _counterparts(summary["counterparts"][task])
+    assert {f"warm-start-{k}" for k in range(n)} <= set(summary["counterparts"]["telesales"])
+    assert {f"warm-start-0@{r}" for r in "AB"} <= set(summary["counterparts"]["dond"])
+    room = summary["room"]["telesales"]["seller"]
+    assert room["reference"] in room["references"] and room["ceiling"] == room["references"][room["reference"]]["mean"]
+    assert summary["manipulation"]["telesales"]["ibrl"]["intervention"] in (True, False)   # the buyer changed?
+    assert "ibrl.buyer" in summary["manipulation"]["telesales"]
     assert "mismatch.telesales.unilateral-seller_minus_base" in summary["claims"]
     _power(summary["power"], n, ["telesales.success_at_1.ibrl_minus_unilateral-seller",
                                  "dond.agreement.ibrl_minus_unilateral-A", "dond.agreement.ibrl_minus_unilateral-B"])
@@ -184,6 +204,11 @@ def check_03(summary: dict, params: dict):
     assert 0 <= sims["vs_unusable_rate"] <= 1 and 0 <= summary["vs"]["fallback_rate"] <= 1
     _claims(summary, n)
     _manipulation(summary["manipulation"], [m for m in methods if m != "base"])
+    _counterparts(summary["counterparts"])
+    assert {f"{sim}-{k}" for sim in ("single", "vs", "reference") for k in range(n)} <= set(summary["counterparts"])
+    assert set(summary["room"]) == {"single", "single_hot", "vs", "ensemble", "reference"}
+    assert summary["manipulation"]["vs"]["intervention"] in (True, False)
+    assert summary["manipulation"]["cotrain"]["reference"] == summary["room"]["reference"]["reference"]
     assert summary["claims"]["success.vs_minus_single_hot"]["effect_kind"] == "up to"   # VS alone, one temperature
     assert {"success.vs_minus_single", "success.cotrain_minus_single", "success.population_minus_cotrain",
             "diversity.strategy_entropy.vs_minus_single", "mismatch.single_minus_base"} <= set(summary["claims"])

@@ -4,31 +4,34 @@ from __future__ import annotations
 
 import pytest
 
-from dialogrl.envs import persuasion, telesales
+from dialogrl.envs import dealnodeal, persuasion, social, telesales
 from dialogrl.envs.base import Agent
 from dialogrl.room import RESPONSE_GAP, require_responsive, require_room, responsiveness, room_test
 
 
 class Yes(Agent):
-    """A buyer that takes any standing offer, and a persuadee that gives at its first turn: it reads no talk."""
+    """A counterpart that says yes at its first turn whatever was said: it reads no talk."""
     name = "yes"
+    SAYS = {"buyer": "[ACCEPT]", "persuadee": "[DONATE $1]", "B": "[accept]", "partner": "[AGREE]"}
 
     def act(self, requests):
-        return ["[ACCEPT]" if r.state.info.get("offers") else "[DONATE $1]" if r.role == "persuadee" else "hm."
-                for r in requests]
+        return [self.SAYS[r.role] for r in requests]
 
 
-@pytest.mark.parametrize("game", [telesales, persuasion])
+GAMES = [telesales, persuasion, dealnodeal, social]
+
+
+@pytest.mark.parametrize("game", GAMES, ids=lambda g: g.TASK.name)
 def test_a_counterpart_that_ignores_the_conversation_does_not_respond(game):
     probe = game.probe()
-    task = game.TASK()
-    rec = responsiveness(task, Yes(), probe, n=30, seed=0)
+    rec = responsiveness(game.TASK(), Yes(), probe, n=30, seed=0)
     assert rec["good"] == rec["bad"] == 1.0 and rec["diff"] == 0.0 and not rec["responds"]
     with pytest.raises(ValueError, match="does not respond.*yes"):
         require_responsive({"yes": rec})
 
 
-@pytest.mark.parametrize("game, good, bad", [(telesales, 0.9, 0.3), (persuasion, 0.6, 0.1)])
+@pytest.mark.parametrize("game, good, bad", [(telesales, 0.9, 0.3), (persuasion, 0.6, 0.1), (dealnodeal, 0.9, 0.5),
+                                             (social, 0.5, 0.1)], ids=lambda g: getattr(g, "__name__", ""))
 def test_the_scripted_counterparts_respond(game, good, bad):
     """The rules the warm starts imitate tell a good conversation from a bad one (papers/README.md records the
     numbers); both kinds play the same scenarios and game seeds, so a second call gives the same record."""

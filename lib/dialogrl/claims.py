@@ -109,15 +109,16 @@ def check_record(metric: str, gain: float | None, ci: Sequence[float] | None, ba
             "passed": passed, **extra}
 
 
-def intervention(what: str, value: float | None, at_least: float | None = None, at_most: float | None = None,
+def intervention(what: str, value: float | None, at_least: float | None = None, above: float | None = None,
                  **extra) -> dict:
-    """An intervention check's record: did the manipulation happen? `value` (None: not measured) must be at least
-    `at_least` and at most `at_most` (each None: no bound), e.g. intervention("usable VS answers", 0.93, at_least=0.8).
-    Returns {"what", "value", "at_least", "at_most", "happened", ...extra}."""
+    """An intervention check's record: did the manipulation happen? `value` (None or nan: not measured) must be at
+    least `at_least` and strictly above `above` (each None: no bound), e.g. intervention("usable VS answers", 0.93,
+    at_least=0.8), intervention("top-1 reply share, single minus VS", 0.12, above=0.0).
+    Returns {"what", "value", "at_least", "above", "happened", ...extra}."""
     happened = None if value is None or (isinstance(value, float) and math.isnan(value)) else bool(
-        (at_least is None or value >= at_least) and (at_most is None or value <= at_most))
-    return {"what": what, "value": None if value is None else float(value), "at_least": at_least,
-            "at_most": at_most, "happened": happened, **extra}
+        (at_least is None or value >= at_least) and (above is None or value > above))
+    return {"what": what, "value": None if value is None else float(value), "at_least": at_least, "above": above,
+            "happened": happened, **extra}
 
 
 def with_interventions(check: dict, *records: dict) -> dict:

@@ -11,10 +11,12 @@ from dialogrl.envs.dealnodeal.personas import (
                                                PERSONAS,
                                                UNSEEN_PERSONAS,
                                                Persona,
+                                               ProbeProposer,
                                                Reciprocal,
                                                ScriptedAgent,
                                                aspiration,
                                                population,
+                                               probe,
                                                traits,
 )
 from dialogrl.envs.dealnodeal.selection import SelectionClassifier
@@ -58,8 +60,8 @@ TINY_MODELS = {
 
 __all__ = ["TASK", "TINY_MODELS", "BEHAVIOUR_SCALES", "behaviour_stats", "DondRecord", "dond_human_corpus",
            "load_dond", "replay",
-           "ALL_PERSONAS", "PERSONAS", "UNSEEN_PERSONAS", "Persona", "Reciprocal", "ScriptedAgent", "aspiration",
-           "population", "traits", "SelectionClassifier", "ITEMS", "POOL_FREQUENCIES", "PROTOCOLS",
-           "SELECTION_TOKEN", "TOTAL_VALUE", "DealOrNoDeal", "DondScenario", "all_splits", "complement",
+           "ALL_PERSONAS", "PERSONAS", "UNSEEN_PERSONAS", "Persona", "ProbeProposer", "Reciprocal", "ScriptedAgent",
+           "aspiration", "population", "probe", "traits", "SelectionClassifier", "ITEMS", "POOL_FREQUENCIES",
+           "PROTOCOLS", "SELECTION_TOKEN", "TOTAL_VALUE", "DealOrNoDeal", "DondScenario", "all_splits", "complement",
            "count_vectors", "describe", "is_pareto_optimal", "marker", "parse_offer", "parse_selection",
            "sample_scenario", "split_value", "valid_values", "value_pairs", "value_vectors"]

@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population, game_key, scripted_population
+from dialogrl.envs.base import ActRequest, Agent, GameState, Population, Probe, game_key, scripted_population
 from dialogrl.envs.dealnodeal.task import ITEMS, DealOrNoDeal, all_splits, complement, describe, marker, split_value
 from dialogrl.envs.heldout import Traits
 
@@ -241,6 +241,46 @@ def reciprocal_demand(p: Reciprocal, state: GameState, role: str, values, counts
               if t.role != role and t.invalid is None and t.action and t.action.get("type") == "propose"]
     conceded = max(offers) - offers[0] if offers else 0.0
     return max(10 * p.floor, 10 * p.opening - p.reciprocity * conceded)
+
+
+class ProbeProposer(Agent):
+    """A negotiator of the responsiveness check (`probe`): an oracle that reads the counterpart's values and proposes
+    one split on each of its turns, in the same words whatever it proposes. kind="good": the counterpart gets the
+    share worth least to it among those worth at least 7 of its 10 points (`probe_shares`); kind="bad": the share
+    worth most to it among those worth at most 3."""
+
+    def __init__(self, kind: str, counterpart: str):
+        if kind not in ("good", "bad"):
+            raise ValueError(f"kind={kind!r}: choose good or bad")
+        self.kind, self.counterpart, self.name = kind, counterpart, f"{kind}-split"
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        out = []
+        for r in requests:
+            theirs = probe_shares(r.state.scenario, self.counterpart)[self.kind]
+            out.append(f"how about this? you get {describe(theirs)}. "
+                       f"{marker(complement(r.state.scenario.counts, theirs))}")
+        return out
+
+
+def probe_shares(scenario, counterpart: str) -> dict[str, tuple[int, int, int] | None]:
+    """The counterpart's share the probe proposes: "good" the cheapest worth >= 7 of its points to it, "bad" the
+    dearest worth <= 3 (None where the pool has none)."""
+    values = scenario.values[0 if counterpart == "A" else 1]
+    worth = {share: split_value(values, share) for share in all_splits(scenario.counts)}
+    good = sorted((w, sh) for sh, w in worth.items() if w >= 7)
+    bad = sorted((w, sh) for sh, w in worth.items() if w <= 3)
+    return {"good": good[0][1] if good else None, "bad": bad[-1][1] if bad else None}
+
+
+def probe(role: str = "B") -> Probe:
+    """The responsiveness check's probe of a negotiator in `role`: does it agree to a split worth at least 7 of its
+    10 points more often than to one worth at most 3?"""
+    if role not in ("A", "B"):
+        raise ValueError(f"role={role!r}: choose A or B")
+    return Probe(role, ProbeProposer("good", role), ProbeProposer("bad", role), decision="agreed",
+                 kinds=("worth >= 7 of 10 to it", "worth <= 3 of 10 to it"),
+                 applies=lambda sc: None not in probe_shares(sc, role).values())
 
 
 def population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,

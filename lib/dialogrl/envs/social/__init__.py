@@ -9,8 +9,10 @@ from dialogrl.envs.social.data import SotopiaEpisode, load_sotopia_episodes, loa
 from dialogrl.envs.social.personas import (
     AGENT_PERSONAS,
     AgentPersona,
+    ProbeAgent,
     ScriptedAgent,
     population,
+    probe,
     sotopia_partners,
     traits,
 )
@@ -46,7 +48,8 @@ TINY_MODELS = {  # see envs/dealnodeal/__init__.py
 }
 
 __all__ = ["TASK", "TINY_MODELS", "SotopiaEpisode", "load_sotopia_episodes", "load_sotopia_profiles",
-           "ACTS", "hear", "AGENT_PERSONAS", "AgentPersona", "ScriptedAgent", "population", "sotopia_partners",
+           "ACTS", "hear", "AGENT_PERSONAS", "AgentPersona", "ProbeAgent", "ScriptedAgent", "population", "probe",
+           "sotopia_partners",
            "traits", "ALL_SCENES", "HARD_SCENES", "TRAIN_SCENES", "Scene", "ALL_PARTNERS", "PARTNERS",
            "UNSEEN_PARTNERS", "PartnerProfile", "SocialScenario", "SocialScenes", "TermsProfile", "parse_marker",
            "partner_trace", "profile_from_traits", "relationship_trace"]

@@ -32,7 +32,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dialogrl.envs.base import GameState, PersonaAgent, Population, game_key, scripted_population
+from dialogrl.envs.base import Agent, GameState, PersonaAgent, Population, Probe, game_key, scripted_population
 from dialogrl.envs.heldout import MIN_DISTANCE, Traits, far_from
 from dialogrl.envs.social.acts import hear
 from dialogrl.envs.social.task import (
@@ -310,6 +310,38 @@ def sotopia_partners(characters: Sequence[dict], n: int, seed: int = 0,
     train = {p.name: traits(p) for p in (training if training is not None else PARTNERS.values())}
     kept = far_from({name: traits(p) for name, p in pool.items()}, train, min_distance)
     return {name: (pool[name], d) for name, d in list(kept.items())[:n]}
+
+
+class ProbeAgent(Agent):
+    """An agent of the responsiveness check (`probe`), the same three turns in every scene, then its request again.
+    kind="polite": a greeting, the partner's concern acknowledged, the request with thanks and an offer in return;
+    kind="rude": the request as a demand, pressure, an insult."""
+
+    def __init__(self, kind: str):
+        if kind not in ("polite", "rude"):
+            raise ValueError(f"kind={kind!r}: choose polite or rude")
+        self.kind, self.name = kind, f"{kind}-agent"
+
+    def act(self, requests) -> list[str]:
+        out = []
+        for r in requests:
+            sc = r.state.scenario.scene
+            lines = (["hi! how are you doing? i really appreciate you.", f"i understand that {sc.concern} matters "
+                      f"to you.", f"could you {sc.ask}? i'd be grateful, and i can help you in return."]
+                     if self.kind == "polite" else
+                     [f"listen, you {sc.ask} now.", "stop making excuses, you're being useless.",
+                      f"just {sc.ask}, idiot."])
+            out.append(lines[min(len(r.state.talk_turns()) // 2, len(lines) - 1)])
+        return out
+
+
+def probe(role: str = "partner") -> Probe:
+    """The responsiveness check's probe of a partner: does it grant a polite agent's request (in full) more often
+    than a rude one's?"""
+    if role != "partner":
+        raise ValueError(f"the social scenes probe the partner (its agreement), not the {role}")
+    return Probe("partner", ProbeAgent("polite"), ProbeAgent("rude"), decision="success",
+                 kinds=("polite", "rude"))
 
 
 def population(role: str, names: Sequence[str] | None = None, weights: dict[str, float] | None = None,

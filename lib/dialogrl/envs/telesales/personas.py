@@ -41,9 +41,10 @@ class SellerPersona:
     its turns as m(p) = start - (start - end) * p ** beta; it never offers below floor + end * (MSRP - floor).
     `listen`: offer vehicles with the features (and type) the buyer asked for; otherwise push its two most profitable
     vehicles in turn, or with `scatter` any lot vehicle but the one it offered last (a seller who does not listen
-    and does not care what it sells: its offers teach a buyer to read what an offer lacks, not its price). `meet_budget`: drop to a price the buyer named (a budget or an ask) when that stays above its
-    limit; without it, concede on its own schedule only (to its limit on its last turn). `upsell`: the priciest
-    fitting vehicle first, even above the budget. `ask_first`: open with a question instead of an offer."""
+    and does not care what it sells: its offers teach a buyer to read what an offer lacks, not its price).
+    `meet_budget`: drop to a price the buyer named (a budget or an ask) when that stays above its limit; without
+    it, concede on its own schedule only (to its limit on its last turn). `upsell`: the priciest fitting vehicle
+    first, even above the budget. `ask_first`: open with a question instead of an offer."""
     name: str
     start: float
     end: float
