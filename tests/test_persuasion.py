@@ -31,6 +31,7 @@ from dialogrl.envs.persuasion import (
 )
 from dialogrl.envs.persuasion.corpus import persuasion_corpus
 from dialogrl.envs.persuasion.personas import SAY
+from dialogrl.envs.persuasion.wish import PRESSURE, wish
 from dialogrl.rollout import play
 from dialogrl.tiny import TINY_MODELS, check_corpus
 
@@ -115,6 +116,34 @@ def test_views_are_private_and_from_each_role():
     assert [m["role"] for m in persuader[1:]] == ["user", "assistant", "user"]   # the opening, then the talk
     assert [m["role"] for m in persuadee[1:]] == ["user", "assistant"]
     assert TASK.current_role(state) == "persuader"
+
+
+def test_the_persuadee_view_marks_how_it_leans():
+    """The persuadee's private note after each persuader turn: its profile's rule and mood, over the talk so far
+    (wish.leaning); a rude turn pushes it to keeping; the persuader never sees the notes."""
+    warm = PersuasionScenario(persona="sympathetic", mood=0.0, id=1)
+    state = play_texts(TASK, warm, ["hello there.", "hi.", "imagine a child going to bed hungry tonight.", "oh.",
+                                    "stop wasting my time, you are selfish.", "hm.", "you are selfish, hand it over.",
+                                    "hm.", "useless. donate now."])
+    notes = [m["content"].split("\n")[-1] for m in TASK.view(state, "persuadee") if m["role"] == "user"]
+    # z: 0.44 (sigmoid 0.61), + 1.35 for the emotion appeal, - 1 per pressuring turn: 1.79, 0.79, -0.21, -1.21
+    assert notes == ["(you lean to giving)"] * 3 + ["(you are unsure)", "(you lean to keeping it)"]
+    assert "(you lean" not in str(TASK.view(state, "persuader"))
+    assert "(you lean" not in str(PersuasionForGood(persuadee_notes=False).view(state, "persuadee"))
+    p = PERSUADEE_PERSONAS["sympathetic"]
+    assert ScriptedAgent.wish(p, state) == pytest.approx(wish(p.likes, p.base, 0.0, state.turns[:4]) - 3 * PRESSURE)
+    unsure = play_texts(TASK, SC, ["hello there."])   # analytical, mood 0: z = 0.14, sigmoid 0.53
+    assert TASK.view(unsure, "persuadee")[-1]["content"].endswith("(you are unsure)")
+
+
+def test_success_goal_scores_any_donation():
+    task = PersuasionForGood(persuader_goal="success")
+    out = task.outcome(play_texts(task, SC, ["would you donate?", "ok [DONATE $0.10]"]))
+    assert out["persuader"]["score"] == 1.0 and out["persuadee"]["score"] == 0.0
+    assert TASK.outcome(play_texts(TASK, SC, ["would you donate?", "ok [DONATE $0.10]"]))["persuader"]["score"] == \
+        pytest.approx(0.05)
+    with pytest.raises(ValueError, match="persuader_goal"):
+        PersuasionForGood(persuader_goal="amount")
 
 
 def test_metrics_by_hand():
