@@ -136,6 +136,11 @@ def check_01(summary: dict, params: dict):
                                              for k in ("uncalibrated", "calibrated", "human_proxy"))
     _claims(summary, n)
     _manipulation(summary["manipulation"], ["static", "interactive", "calibrated"])
+    assert summary["manipulation"]["calibrated"]["intervention"] in (True, False, None)   # the shift fell?
+    if summary["protocol"] == "offer":
+        _counterparts(summary["counterparts"])
+        assert {f"{s}-{k}" for s in ("uncalibrated", "calibrated") for k in range(n)} <= set(summary["counterparts"])
+        assert set(summary["room"]) == {"uncalibrated", "calibrated", "static"}
     assert {"score.interactive_minus_static", "score.calibrated_minus_interactive",
             "mismatch.interactive_minus_base", "shift.quadratic_coef"} <= set(summary["claims"])
     _power(summary["power"], n, ["score.interactive_minus_static", "score.calibrated_minus_interactive",

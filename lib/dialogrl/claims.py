@@ -2,7 +2,7 @@
 protocol"; papers/README.md, "How a claim is judged").
 
     check = manipulation_check(trained, base, "reward", ceiling=room["ceiling"], reference=room["reference"])
-    check["intervention"] = intervention("VS answers usable", 0.93, at_least=0.8)   # did the manipulation happen?
+    check = with_interventions(check, intervention("VS answers usable", 0.93, at_least=0.8))   # did it happen?
     claim = judge(paired_clustered(a, b, "success"), paper_effect=0.09, mde=0.05, checks={"vs": check, ...})
     claim["verdict"]                                                    # holds | refuted | not tested | not resolved
 

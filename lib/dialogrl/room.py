@@ -122,12 +122,21 @@ def room_test(task: Task, role: str, counterpart: Agent | Sequence[Agent], refer
             scores[name] += [float(e.outcome[role][metric]) for e in episodes]
             opponent.clear_cache()
             policy.clear_cache()
-    base_scores = np.array(scores["base"])
+    return room_record(scores, metric, share)
+
+
+def room_record(scores: Mapping[str, Sequence[float]], metric: str, share: float = ROOM_SHARE) -> dict:
+    """`room_test`'s record from the scores of "base" and each reference on the same games, in the same order (a
+    notebook whose objective is not a game's outcome, e.g. a reward model's score in logged contexts, scores them
+    itself)."""
+    base_scores = np.asarray(scores["base"], dtype=float)
     rows = {}
-    for name in references:
-        d = np.array(scores[name]) - base_scores
+    for name in [n for n in scores if n != "base"]:
+        d = np.asarray(scores[name], dtype=float) - base_scores
         lo, hi = t_interval(d) if d.std() > 0 else (float(d.mean()), float(d.mean()))
         rows[name] = {"mean": float(np.mean(scores[name])), "gain": float(d.mean()), "ci": [lo, hi]}
+    if not rows:
+        raise ValueError("room_record needs at least one reference besides 'base'")
     best = max(rows, key=lambda name: rows[name]["mean"])
     base_mean = float(base_scores.mean())
     room = rows[best]["mean"] - base_mean

@@ -243,7 +243,8 @@ def context_rewards(task: Task, policy: LMAgent, contexts: Sequence[Context], re
     requests = [ActRequest(task, s, c.role, task.view(s, c.role)) for s, c in zip(states, contexts)]
     said = policy.act(requests)
     policy.clear_cache()  # the contexts' KV caches and token streams (their states never finish)
-    return reward_model.score([c.state for c in contexts], [c.role for c in contexts], [u.text for u in said])
+    texts = [u if isinstance(u, str) else u.text for u in said]   # a scripted agent says a plain string
+    return reward_model.score([c.state for c in contexts], [c.role for c in contexts], texts)
 
 
 # ------------------------------------------------------------------------------------------------- the trainer
