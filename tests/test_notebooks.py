@@ -242,6 +242,11 @@ def check_02(summary: dict, params: dict):
         assert summary["judge"]["sides"] == 2 * params.get("judge_validation_episodes", 28)
     _claims(summary, n)
     _manipulation(summary["manipulation"], [m for m in methods if m != "base"])
+    _counterparts(summary["counterparts"])
+    assert {f"train-{k}" for k in range(n)} <= set(summary["counterparts"])
+    assert summary["manipulation"]["socialrl"]["reference"] == summary["room"]["agent"]["reference"]
+    assert "intervention" in summary["manipulation"]["socialrl"] and "intervention" not in summary["manipulation"][
+        "outcome_ppo"]   # only a process reward has one: it told a group's dialogues apart
     headline = [f"goal.{c}" for c in ("socialrl_minus_base", "socialrl_minus_outcome_ppo",
                                       "socialrl_minus_single_turn", "socialrl_minus_socialrl_grpo",
                                       "dynamic_minus_uniform", "dynamic_minus_manual")]

@@ -18,6 +18,7 @@ from dialogrl.rewards import (
     parse_judgement,
     sanitize_weights,
     schedule_weights,
+    varied_within_groups,
     weights_table,
 )
 from dialogrl.rollout import Episode, play
@@ -89,6 +90,16 @@ def test_process_reward_is_the_weighted_pass_rate_per_turn_and_records_it():
         assert r[2] > r[1]     # the pressing turn scores below the acknowledging ask
         assert pr(_episode(state), "partner") == [0.0] * 3   # the partner's turns: no process reward
     assert weights_table(records)["late"] == pytest.approx(dict(zip(DIMENSIONS, UNIFORM)))
+    assert {(rec["scenario"], rec["game"]) for rec in records} == {(SC.id, None)}   # which dialogue each came from
+
+
+def test_varied_within_groups_counts_the_groups_whose_dialogues_the_process_reward_tells_apart():
+    def rec(scenario, game, process):
+        return {"scenario": scenario, "game": game, "process": process}
+    same = [rec(0, 1, 0.2), rec(0, 1, 0.1), rec(0, 2, 0.3)]        # both dialogues of group 0 total 0.3
+    apart = [rec(1, 3, 0.2), rec(1, 4, 0.5)]                       # group 1's differ
+    assert varied_within_groups(same + apart) == 0.5 and varied_within_groups(apart) == 1.0
+    assert math.isnan(varied_within_groups([rec(2, 5, 0.1)]))      # no group of two dialogues
     with pytest.raises(ValueError, match="schedule"):
         ProcessReward(RuleJudge(), TASK, schedule="weekly")
 

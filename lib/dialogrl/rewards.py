@@ -188,6 +188,7 @@ class ProcessReward:
             scores = j.scores()
             r = sum(w * scores[d] for w, d in zip(weights, DIMENSIONS))
             self.records.append({"stage": j.stage, "process": r, "fallback": fallback, "failed": j.failed,
+                                 "scenario": getattr(episode.state.scenario, "id", None), "game": episode.state.seed,
                                  **{f"score/{d}": scores[d] for d in DIMENSIONS},
                                  **{f"weight/{d}": w for d, w in zip(DIMENSIONS, weights)}})
             out.append(self.coef * r)
@@ -395,6 +396,22 @@ def scored_episode_estimates(scorer, dialogues: Sequence[tuple[list[tuple[str, s
             p = [math.exp(x - top) for x in z]
             o[key] = scale(sum(int(d) * w for d, w in zip(digits, p)) / sum(p))
     return out
+
+
+def varied_within_groups(records: Sequence[dict], tol: float = 1e-9) -> float:
+    """The share of scenario groups (a training step's dialogues of one scenario: the group of the group baselines)
+    in which the process reward told the dialogues apart: the per-dialogue sums of `records` (ProcessReward's, keyed
+    by scenario id and game seed) differ by more than `tol`. A process reward that gives every dialogue of a group
+    the same total adds nothing to an advantage: the intervention did not happen. nan without a group of two."""
+    totals: dict = {}
+    for r in records:
+        key = (r.get("scenario"), r.get("game"))
+        totals[key] = totals.get(key, 0.0) + r["process"]
+    groups: dict = {}
+    for (scenario, _), total in totals.items():
+        groups.setdefault(scenario, []).append(total)
+    spread = [max(g) - min(g) > tol for g in groups.values() if len(g) > 1]
+    return sum(spread) / len(spread) if spread else float("nan")
 
 
 def weights_table(records: Sequence[dict]) -> dict[str, dict[str, float]]:
