@@ -482,10 +482,12 @@ class ScriptedAgent(PersonaAgent):
 
 class ProbeSeller(Agent):
     """A seller of the responsiveness check (`probe`): an oracle that reads the buyer's private needs. It opens with
-    a question, then offers one vehicle at one price on each of its turns, in the same words whatever it offers.
-    kind="good": the lot vehicle with every must-have that lists cheapest, at the lower of its list price and 90% of
-    the budget (in $100); kind="bad": the cheapest that lacks a must-have, at the same rule, or, for a buyer with no
-    must-haves, the cheapest listed above the budget, at its list price (`bad_offer`)."""
+    a question, then offers one vehicle on each of its turns, in the same words whatever it offers, coming down
+    CONCESSION of its first price with each offer (a buyer that waits for a seller to come down, such as the held-out
+    `anchored`, then has a good offer it can take). kind="good": the lot vehicle with every must-have that lists
+    cheapest, first at the lower of its list price and 90% of the budget (in $100); kind="bad": the cheapest that
+    lacks a must-have, at the same rule, or, for a buyer with no must-haves, the cheapest listed above the budget,
+    first at its list price and never within the budget (`bad_offer`)."""
 
     def __init__(self, kind: str):
         if kind not in ("good", "bad"):
@@ -499,11 +501,17 @@ class ProbeSeller(Agent):
         if not state.talk_turns():
             return "hi, thanks for calling! what are you looking for?"
         sc = state.scenario
-        vid, price = good_offer(sc) if self.kind == "good" else bad_offer(sc)
+        vid, first = good_offer(sc) if self.kind == "good" else bad_offer(sc)
+        price = math.ceil(first * (1 - CONCESSION * len(state.info.get("offers", []))) / 100) * 100
+        if first > sc.budget:   # an offer over the budget stays over it
+            price = max(price, sc.budget + 100)
         v = CATALOG[vid]
         feats = join([SAY_FEATURE[f] for f in v.features]) if v.features else "no extras"
         return (f"how about the {vid}? it's {article(v.type)} with {feats}. i can do {money(price)}. "
                 f"{offer_marker(sc.lot.index(vid) + 1, price)}")
+
+
+CONCESSION = 0.06   # the probe's sellers come down this share of their first price with each offer
 
 
 def good_offer(sc: TelesalesScenario) -> tuple[str, int]:
