@@ -120,7 +120,8 @@ def test_views_are_private_and_from_each_role():
 
 def test_the_persuadee_view_marks_how_it_leans():
     """The persuadee's private note after each persuader turn: its profile's rule and mood, over the talk so far
-    (wish.leaning); a rude turn pushes it to keeping; the persuader never sees the notes."""
+    (wish.leaning); a rude turn pushes it to keeping; the persuader never sees the notes, nor does a pretrained
+    persuadee (counterpart_view)."""
     warm = PersuasionScenario(persona="sympathetic", mood=0.0, id=1)
     state = play_texts(TASK, warm, ["hello there.", "hi.", "imagine a child going to bed hungry tonight.", "oh.",
                                     "stop wasting my time, you are selfish.", "hm.", "you are selfish, hand it over.",
@@ -130,6 +131,8 @@ def test_the_persuadee_view_marks_how_it_leans():
     assert notes == ["(you lean to giving)"] * 3 + ["(you are unsure)", "(you lean to keeping it)"]
     assert "(you lean" not in str(TASK.view(state, "persuader"))
     assert "(you lean" not in str(PersuasionForGood(persuadee_notes=False).view(state, "persuadee"))
+    bare = TASK.counterpart_view(state, "persuadee")          # a pretrained counterpart decides from the talk alone
+    assert "(you lean" not in str(bare) and len(bare) == len(TASK.view(state, "persuadee"))
     p = PERSUADEE_PERSONAS["sympathetic"]
     assert ScriptedAgent.wish(p, state) == pytest.approx(wish(p.likes, p.base, 0.0, state.turns[:4]) - 3 * PRESSURE)
     unsure = play_texts(TASK, SC, ["hello there."])   # analytical, mood 0: z = 0.14, sigmoid 0.53

@@ -129,10 +129,12 @@ class LMCounterpart(StreamingAgent):
         pending[i] = (gen, question)
 
     def talk_messages(self, r: ActRequest) -> list[dict]:
-        """The chat the model talks from: the counterpart prompt, then the role's view of the talk (no system line
-        of the game's own: that one asks for markers)."""
+        """The chat the model talks from: the counterpart prompt, then the role's view of the talk without the
+        game's aids for embedded models (`Task.counterpart_view`: no private notes) and without the game's own
+        system line (that one asks for markers)."""
         system = r.task.counterpart_prompt(r.state.scenario, r.role)
-        return [{"role": "system", "content": system}] + [m for m in r.messages if m["role"] != "system"]
+        view = r.task.counterpart_view(r.state, r.role)
+        return [{"role": "system", "content": system}] + [m for m in view if m["role"] != "system"]
 
     def answer(self, requests, talks, replies, questions: Sequence[Question]) -> list[str]:
         """Each question's answer with the highest calibrated score (see the module docstring)."""

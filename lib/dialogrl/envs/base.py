@@ -94,6 +94,11 @@ class Task:
     def view(self, state: GameState, role: str) -> list[dict]:
         raise NotImplementedError
 
+    def counterpart_view(self, state: GameState, role: str) -> list[dict]:
+        """The view a pretrained language model plays `role` from (dialogrl.counterpart): `view` without the aids a
+        game gives its embedded models (TurnTakingTask: the private notes), so its decisions come from the talk."""
+        return self.view(state, role)
+
     def step(self, state: GameState, text: str) -> Turn:
         """The current role says `text`: parse, apply the rules, append the Turn, maybe end the game."""
         raise NotImplementedError
@@ -172,6 +177,10 @@ class TurnTakingTask(Task):
         msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
         return msgs + history_messages(state, role, opening=self.opening,
                                        note=lambda i: self.note(state, i, role))
+
+    def counterpart_view(self, state: GameState, role: str) -> list[dict]:
+        msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
+        return msgs + history_messages(state, role, opening=self.opening)
 
     def step(self, state: GameState, text: str) -> Turn:
         if state.done:
