@@ -62,6 +62,9 @@ def test_notebook_smoke_run_writes_a_summary(nb_path, params_dir, tmp_path):
         assert not {"seconds", "timings"} & set(summary), "wall-clock times belong in timings.json"
         assert _strict_json(run_dir / "timings.json")["seconds"] > 0
         CHECKS[nb_path.stem](summary, params)
+    if "counterparts" in summary:   # the design checks were kept before the run could be refused
+        design = _strict_json(run_dir / "design_checks.json")
+        assert design["counterparts"] == summary["counterparts"] and design["room"] == summary["room"]
 
 
 # ------------------------------------------------------------------------------------ what each summary promises

@@ -152,3 +152,18 @@ def test_local_data_is_the_folder_or_none_with_a_note(tmp_path, capsys):
     assert capsys.readouterr().out == (f"note: no SOTOPIA files at {missing!r} (the shared/ folder beside the "
                                        "repository, or a local copy of sotopia-lab/sotopia's data): running without "
                                        "the validation\n")
+
+
+def test_design_checks_are_kept_before_a_refusal(tmp_path):
+    """A design refused by its checks (dialogrl.room) keeps what refused it: design_checks.json, NaN as null."""
+    from dialogrl.room import require_responsive
+    from dialogrl.run import save_design_checks
+
+    rec = {"decision": "success", "kinds": ["good", "bad"], "good": 0.5, "bad": 0.4, "diff": 0.1, "ci": [-0.05, 0.25],
+           "gap": 0.3, "games": 100, "responds": False}
+    room = {"sim": {"metric": "success", "base": 0.7, "ceiling": float("nan"), "passed": False}}
+    save_design_checks(tmp_path, {"single-1": rec}, room)
+    with pytest.raises(ValueError, match="single-1"):
+        require_responsive({"single-1": rec}, "training simulator")
+    kept = json.loads((tmp_path / "design_checks.json").read_text())
+    assert kept["counterparts"]["single-1"] == rec and kept["room"]["sim"]["ceiling"] is None

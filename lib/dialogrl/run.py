@@ -252,6 +252,13 @@ def save_summary(run_dir: str | os.PathLike, summary: dict) -> Path:
     return write_json(Path(run_dir) / "summary.json", summary)
 
 
+def save_design_checks(run_dir: str | os.PathLike, counterparts: dict, room: dict) -> Path:
+    """design_checks.json: every counterpart's responsiveness record and every room test (dialogrl.room), written as
+    soon as the checks are done and before a design can be refused, so that a refused run keeps what refused it
+    (summary.json repeats them when the run goes on)."""
+    return write_json(Path(run_dir) / "design_checks.json", no_nan({"counterparts": counterparts, "room": room}))
+
+
 def save_timings(run_dir: str | os.PathLike, timings: dict) -> Path:
     """timings.json: wall-clock times of the run, kept out of summary.json so that the summary of one seed on one
     machine and model build is the same file every time."""
