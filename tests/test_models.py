@@ -39,6 +39,9 @@ def test_unreachable_hub_is_detected_quickly_without_offline_mode(monkeypatch):
 def test_model_name_kinds(tmp_path):
     assert check_model_name("tiny-dond") == "tiny"
     assert check_model_name(str(tmp_path)) == "local"
+    assert check_model_name(tmp_path) == "local"    # a Path names a folder too (build_tiny_model returns one)
+    with pytest.raises(TypeError, match="expected a str"):
+        check_model_name(3)
     assert check_model_name("Qwen/Qwen2.5-0.5B-Instruct") == "hub"
     with pytest.raises(ValueError, match="unknown embedded model 'tiny-nope'"):
         check_model_name("tiny-nope")

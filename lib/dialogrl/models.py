@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import warnings
 import zlib
 from collections.abc import Sequence
@@ -77,11 +78,15 @@ def _embedded_names() -> list[str]:
     return sorted(TINY_MODELS)
 
 
-def check_model_name(name: str) -> str:
+def check_model_name(name: str | os.PathLike) -> str:
     """Classify a model name as 'tiny', 'packaged' (a pretrained model shipped in a PyPI package, `packaged.py`),
-    'local' or 'hub'; raise ValueError naming the choices if it is none of them."""
+    'local' or 'hub' (a path-like names a local folder); raise ValueError naming the choices if it is none of them."""
     from dialogrl.packaged import PACKAGED_MODELS
 
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
+    if not isinstance(name, str):
+        raise TypeError(f"model name {name!r}: expected a str (an embedded or hub name) or a path to a model folder")
     embedded = _embedded_names()
     if name in embedded:
         return "tiny"
@@ -101,7 +106,7 @@ def check_model_name(name: str) -> str:
                      "'org/name'")
 
 
-def resolve_model_path(name: str) -> str:
+def resolve_model_path(name: str | os.PathLike) -> str:
     """Turn a model name into something `from_pretrained` can open without a long network timeout.
 
     Embedded names are built (or taken from the cache) and give a local folder; packaged names are converted from
@@ -110,6 +115,7 @@ def resolve_model_path(name: str) -> str:
     machine is offline, and points at the embedded models.
     """
     kind = check_model_name(name)
+    name = os.fspath(name)
     if kind == "tiny":
         from dialogrl.tiny import build_tiny_model
 
@@ -150,13 +156,13 @@ def load_tokenizer(name: str):
     return tok
 
 
-def load_model(name: str, *, adapters: Sequence[str] = (), device: str = "auto", bf16: bool = False,
+def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device: str = "auto", bf16: bool = False,
                use_unsloth: bool = False, lora_r: int = 8, lora_alpha: int = 16, lora_dropout: float = 0.0,
                max_seq_length: int = 2048):
     """Load a causal LM and its tokenizer; optionally add named LoRA adapters.
 
     name: an embedded tiny name ('tiny-dond'), a packaged pretrained model ('smollm2-135m-instruct'), a local
-        folder, or a hub id ('Qwen/Qwen2.5-0.5B-Instruct').
+        folder (a str or a Path), or a hub id ('Qwen/Qwen2.5-0.5B-Instruct').
     adapters: names of LoRA adapters to add (one per role, say); the first is active. Empty: the plain model.
     device: 'auto' (cuda > mps > cpu) or a torch device string.
     bf16: load weights in bfloat16 (for GPUs; CPU runs stay fp32 by default); float16, with a warning, on a GPU
