@@ -25,8 +25,9 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 # tiny-dond, and of the demo notebook: tiny-social). Half of the full corpora or less (minutes to build on one
 # thread, not tens of minutes), each a size at which the learning test's gain, measured on builds 0, 1, 2, holds
 # (tests/test_learning.py): tiny-dond at 2000 gained too little on build 2, at 4500 (last loss 0.48-0.52,
-# full 0.45) enough. Against the scripted counterparts on 100 scenarios, tiny-persuasion at 2000 persuades 0.44 (full
-# 0.56). The smoke profiles' warm starts (100 dialogues; 200 alike) write no valid offer: RL from them gains nothing.
+# full 0.45) enough. Against the scripted persuadees on 100 scenarios, tiny-persuasion at 2000 persuades 0.59 (full
+# 0.56; build 0 of the three-pass recipe, 2026-12-05; 0.44 and 0.56 at two passes, before the persuadee's notes).
+# The smoke profiles' warm starts (100 dialogues; 200 alike) write no valid offer: RL from them gains nothing.
 TEST_DIALOGUES = {"tiny-dond": 4500, "tiny-persuasion": 2000, "tiny-social": 3000}
 
 

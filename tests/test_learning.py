@@ -29,12 +29,12 @@ HELD_OUT = 400  # held-out evaluation scenarios (paired by scenario before and a
 DOND_MARGIN = 0.28
 PERSUASION_MARGIN = 0.05
 SOCIAL_MARGIN = 0.05
-# Each test's budget and learning rate: of the budgets measured (16, 24, 32 games a step), the cheapest at which its
-# margin holds on builds 0, 1, 2 (bench/learning_margin.py --set measures a candidate). The social test's is the
-# demo notebook's too (tests/test_demo.py checks it).
+# Each test's budget and learning rate: of the budgets measured (16, 24, 32 games a step; the persuasion test's also
+# 30 and 45 steps), the cheapest at which its margin holds on builds 0, 1, 2 (bench/learning_margin.py --set measures
+# a candidate). The social test's is the demo notebook's too (tests/test_demo.py checks it).
 DOND_GRPO_SETUP = {"steps": 30, "scenarios_per_step": 6, "group_size": 4, "lr": 1e-3}
 DOND_PPO_SETUP = {"steps": 30, "scenarios_per_step": 4, "group_size": 4, "lr": 1e-3}
-PERSUASION_SETUP = {"steps": 30, "scenarios_per_step": 8, "group_size": 4, "lr": 2e-3}
+PERSUASION_SETUP = {"steps": 45, "scenarios_per_step": 8, "group_size": 4, "lr": 2e-3}
 SOCIAL_SETUP = {"steps": 40, "scenarios_per_step": 4, "group_size": 4, "lr": 1e-3}
 
 
@@ -103,15 +103,18 @@ def dond_gain(algorithm: str, build_seed: int = 0, size: str = "full"):
 
 def persuasion_gain(build_seed: int = 0, size: str = "full"):
     """Persuasion for Good: tiny-persuasion's persuader (its own LoRA adapter, lr 2e-3, k3 KL beta 0.05) trains
-    against the scripted `skeptical` persuadee for 30 steps of 32 games (GRPO). Returns (paired difference of the
+    against the scripted `skeptical` persuadee for 45 steps of 32 games (GRPO). Returns (paired difference of the
     share of held-out scenarios in which that persuadee gives, training rows).
 
-    Measured 2026-12-04 with one thread on the test builds 0, 1, 2 (2000 dialogues; the test's size): +10.5, +10.75
-    and +13.25 points (intervals [+6.5, +14.75], [+6.5, +15.0], [+9.25, +17.5]), so the smallest gain is about twice
-    PERSUASION_MARGIN; 3.3 minutes from a cached build, 7 with the build. On the full builds (2026-12-02): +15.3,
-    +9.5 and +15.0 points. At lr 1e-3 (an earlier setting) the full build 0 gained only +4.0 with one thread and +6.8
-    with two: CI failed on it. At 16 games a step (2026-12-04): +7.5, +5.0 [+1.0, +9.25] and +13.5 points, at 24:
-    +5.75, +5.0 [+1.25, +8.75] and +7.5, too close to zero on build 1: the test keeps 32."""
+    Measured 2026-12-05 with one thread on the test builds 0, 1, 2 of the recipe with the persuadee's notes and three
+    passes (2000 dialogues; the test's size): +16.25, +23.25 and +9.75 points (intervals [+12.25, +21.0], [+18.75,
+    +27.5], [+5.75, +13.75]; base 0.46, 0.45, 0.46), so the smallest gain is about twice PERSUASION_MARGIN; 2.6-2.9
+    minutes from a cached build, the build about 3.8. At 30 steps the same builds gained +9.5, +22.25 and +3.25
+    [-0.75, +7.25]: too little on build 2, so the test takes 45. Earlier recipes (two passes, no notes; 30 steps):
+    +10.5, +10.75 and +13.25 points on the test builds (2026-12-04), +15.3, +9.5 and +15.0 on the full builds
+    (2026-12-02); at lr 1e-3 the full build 0 gained only +4.0 with one thread and +6.8 with two (CI failed on it); at
+    16 games a step +7.5, +5.0 [+1.0, +9.25] and +13.5, at 24 +5.75, +5.0 [+1.25, +8.75] and +7.5, too close to zero
+    on build 1: the test keeps 32."""
     from dialogrl.envs.persuasion import PersuasionForGood, ScriptedAgent
 
     task = PersuasionForGood()
@@ -171,7 +174,7 @@ def test_rl_against_one_persuadee_raises_its_donation_rate():
     """The persuadee's donation rate on 400 held-out scenarios rises by at least PERSUASION_MARGIN, paired interval
     above zero."""
     diff, rows = persuasion_gain(size="test")
-    assert len(rows) == 30 and all("zero_std_group_pct/persuader" in r for r in rows)
+    assert len(rows) == PERSUASION_SETUP["steps"] and all("zero_std_group_pct/persuader" in r for r in rows)
     assert diff["diff"] >= PERSUASION_MARGIN and diff["lo"] > 0
 
 

@@ -35,10 +35,13 @@ TINY_MODELS = {  # see envs/dealnodeal/__init__.py
     "tiny-persuasion": dict(
         corpus="dialogrl.envs.persuasion.corpus:persuasion_corpus",
         corpus_kwargs={"n_dialogues": 8000, "seed": 0, "views": "one", "vs_share": 0.5},
-        # two passes and half the persuadee's conversations in the VS format: with a quarter and one pass the model
-        # wrote an unusable VS answer for 93% of turns after two retries (k wrong, broken JSON); with these, 14% at
-        # temperature 0.3 and 43% at 1.0 (100 games against the balanced persuader)
-        config={"epochs": 2.0},
+        # three passes and half the persuadee's conversations in the VS format. With a quarter and one pass the model
+        # wrote an unusable VS answer for 93% of turns after two retries (k wrong, broken JSON); with two passes, 14%
+        # at temperature 0.3 and 43% at 1.0 (100 games against the balanced persuader), but the persuadee of builds
+        # 1 and 3 hardly told a good persuader from a rude one (+0.16, +0.24: papers/03); with three, every build
+        # does (+0.44 to +0.87 at temperature 0.3, 100 paired games) and the VS answer is unusable after two retries
+        # for 0-5% of turns at temperature 0.3, 0.5-5% at 0.7 and 4-9% at 1.0 (builds 0-3, same 100 games)
+        config={"epochs": 3.0},
         description="Persuasion for Good (persuader and persuadee, half the persuadee's conversations as Verbalized "
                     "Sampling answers), warm-started on scripted persona dialogues"),
     "tiny-persuasion-human": dict(
