@@ -9,8 +9,10 @@ import pytest
 from dialogrl.reproduce import (
     FIGURES_END,
     FIGURES_START,
+    NotebookRun,
     find_notebooks,
     front_matter,
+    left_by,
     paper_numbers,
     profile_parameters,
     refresh_figures,
@@ -51,6 +53,18 @@ def test_failing_notebook_is_reported_and_exit_code_is_nonzero(tmp_path):
     assert code == 1
     report = (tmp_path / "results" / "REPORT.md").read_text()
     assert "FAILED" in report and "n_samples" in report
+    (run,) = (tmp_path / "results" / "00_example").iterdir()
+    assert f"its notebook, as far as it ran: `{run / '00_example.ipynb'}`" in report
+    assert "design checks" not in report   # this notebook refused no design: it has none
+
+
+def test_a_refused_design_points_at_its_checks(tmp_path):
+    (tmp_path / "03_x.ipynb").write_text("{}")
+    (tmp_path / "design_checks.json").write_text("{}")
+    assert left_by(NotebookRun("03_x", tmp_path, False, 1.0, "RuntimeError: refused")) == [
+        ("its notebook, as far as it ran", tmp_path / "03_x.ipynb"),
+        ("the design checks it measured", tmp_path / "design_checks.json")]
+    assert left_by(NotebookRun("03_x", None, False, 1.0, "no folder")) == []
 
 
 def test_profile_keys_must_be_notebook_parameters(tmp_path):

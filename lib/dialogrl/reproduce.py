@@ -243,7 +243,7 @@ def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: 
     for r in runs:
         lines += ["", f"## {r.stem}", ""]
         if not r.ok:
-            lines += ["```", r.error.strip()[-2000:], "```"]
+            lines += ["```", r.error.strip()[-2000:], "```", *[f"{what}: `{path}`" for what, path in left_by(r)]]
             continue
         summary = json.loads((r.run_dir / "summary.json").read_text()) if r.run_dir else {}
         if summary.get("manipulation"):
@@ -259,6 +259,16 @@ def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def left_by(run: NotebookRun) -> list[tuple[str, Path]]:
+    """What a failed run left in its folder to read: the executed notebook as far as it ran and, where the notebook
+    refused its design, the design checks it measured (run.save_design_checks)."""
+    if run.run_dir is None:
+        return []
+    found = [("its notebook, as far as it ran", run.run_dir / f"{run.stem}.ipynb"),
+             ("the design checks it measured", run.run_dir / "design_checks.json")]
+    return [(what, path) for what, path in found if path.exists()]
 
 
 def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir: str | Path = "notebooks",
@@ -298,6 +308,8 @@ def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir
             tqdm.write(f"{nb.stem}: claims table of {papers_dir}/{nb.stem}.md rewritten from this run")
         if error:
             tqdm.write(error.strip().splitlines()[-1] if error.strip() else error)
+            for what, path in left_by(runs[-1]):
+                tqdm.write(f"{nb.stem}: {what}: {path}")
     # notebooks not run now still appear with their latest earlier run
     ran = {r.stem for r in runs}
     for nb in find_notebooks(notebooks_dir):
