@@ -17,6 +17,7 @@ from dialogrl.claims import (
     claims_excerpt,
     excerpt_path,
     intervention,
+    manipulation_table,
     judge,
     load_excerpt,
     manipulation_check,
@@ -98,12 +99,25 @@ def test_check_record_moved_and_passed():
     assert rec["passed"] is True and rec["threshold"] == pytest.approx(0.05) and rec["ceiling_kind"] == "attainable"
 
 
+def test_manipulation_table_shows_each_intervention_with_its_value():
+    check = with_interventions(check_record("reward", 0.12, (0.05, 0.19), 0.6, 1.0),
+                               intervention("usable VS answers", 0.93, at_least=0.8),
+                               intervention("partner changed", -0.04, ci=(-0.07, -0.01)))
+    row = manipulation_table({"manipulation": {"vs": check}}).splitlines()[2]
+    assert row.startswith("| vs | reward (ceiling 1, nominal) | 0.6 | +0.12 [+0.05, +0.19] | 0.1 (0.25 x 0.4) |")
+    assert row.endswith("| yes | yes | yes; usable VS answers 0.93; partner changed -0.04 [-0.07, -0.01] |")
+
+
 def test_intervention_gates_the_check():
     ok, no = intervention("usable VS answers", 0.93, at_least=0.8), intervention("usable VS answers", 0.4, at_least=0.8)
     assert ok["happened"] is True and no["happened"] is False
     assert intervention("shift fell by", None, at_least=0.0)["happened"] is None
     assert intervention("spread wider by", 0.0, above=0.0)["happened"] is False
     assert intervention("spread wider by", 0.01, above=0.0)["happened"] is True
+    # a change either way, read from its interval
+    assert intervention("partner changed", -0.04, ci=(-0.07, -0.01))["happened"] is True
+    assert intervention("partner changed", 0.03, ci=(-0.01, 0.07))["happened"] is False
+    assert intervention("partner changed", 0.03, ci=(float("nan"), float("nan")))["happened"] is None
     check = check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)
     assert method_status(with_interventions(check, ok)) == "passed"
     assert method_status(with_interventions(check, ok, no)) == "no intervention"

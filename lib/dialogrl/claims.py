@@ -110,14 +110,19 @@ def check_record(metric: str, gain: float | None, ci: Sequence[float] | None, ba
 
 
 def intervention(what: str, value: float | None, at_least: float | None = None, above: float | None = None,
-                 **extra) -> dict:
+                 ci: Sequence[float] | None = None, **extra) -> dict:
     """An intervention check's record: did the manipulation happen? `value` (None or nan: not measured) must be at
-    least `at_least` and strictly above `above` (each None: no bound), e.g. intervention("usable VS answers", 0.93,
-    at_least=0.8), intervention("top-1 reply share, single minus VS", 0.12, above=0.0).
-    Returns {"what", "value", "at_least", "above", "happened", ...extra}."""
-    happened = None if value is None or (isinstance(value, float) and math.isnan(value)) else bool(
-        (at_least is None or value >= at_least) and (above is None or value > above))
-    return {"what": what, "value": None if value is None else float(value), "at_least": at_least, "above": above,
+    least `at_least` and strictly above `above` (each None: no bound), and where `ci` (the value's interval) is given,
+    that interval must exclude zero (a change, either way; a nan bound: not measured). E.g. intervention("usable VS answers", 0.93,
+    at_least=0.8), intervention("top-1 reply share, single minus VS", 0.12, above=0.0), intervention("the partner
+    changed", -0.04, ci=(-0.07, -0.01)).
+    Returns {"what", "value", "ci", "at_least", "above", "happened", ...extra}."""
+    unmeasured = [value] + list(ci or [])
+    happened = None if any(v is None or math.isnan(v) for v in unmeasured) else bool(
+        (at_least is None or value >= at_least) and (above is None or value > above)
+        and (ci is None or ci[0] > 0 or ci[1] < 0))
+    return {"what": what, "value": None if value is None else float(value),
+            "ci": None if ci is None else [float(ci[0]), float(ci[1])], "at_least": at_least, "above": above,
             "happened": happened, **extra}
 
 
@@ -261,7 +266,9 @@ def manipulation_table(summary: dict) -> str:
                 else "nominal" if check.get("ceiling_kind", "nominal") == "nominal" else "attainable")
         moved = check["moved"] if "moved" in check else (check["ci"][0] > 0 if ci else None)
         done = "—" if "intervention" not in check else yes[check["intervention"]] + "".join(
-            f"; {r['what']} {_num(r['value'], signed=False)}" for r in check.get("interventions", []))
+            f"; {r['what']} {_num(r['value'], signed=r.get('ci') is not None)}"
+            + (f" [{_num(r['ci'][0])}, {_num(r['ci'][1])}]" if r.get("ci") else "")
+            for r in check.get("interventions", []))
         rows.append(f"| {name} | {check['metric']} (ceiling {_num(check['ceiling'], signed=False)}, {kind}{note}) "
                     f"| {_num(check['base'], signed=False)} | {gain} | {threshold} | {yes[moved]} "
                     f"| {yes[check.get('passed')]} | {done} |")
