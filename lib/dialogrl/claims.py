@@ -113,9 +113,9 @@ def intervention(what: str, value: float | None, at_least: float | None = None, 
                  ci: Sequence[float] | None = None, **extra) -> dict:
     """An intervention check's record: did the manipulation happen? `value` (None or nan: not measured) must be at
     least `at_least` and strictly above `above` (each None: no bound), and where `ci` (the value's interval) is given,
-    that interval must exclude zero (a change, either way; a nan bound: not measured). E.g. intervention("usable VS answers", 0.93,
-    at_least=0.8), intervention("top-1 reply share, single minus VS", 0.12, above=0.0), intervention("the partner
-    changed", -0.04, ci=(-0.07, -0.01)).
+    that interval must exclude zero (a change, either way; a nan bound: not measured). E.g. intervention("usable VS
+    answers", 0.93, at_least=0.8), intervention("top-1 reply share, single minus VS", 0.12, above=0.0),
+    intervention("the partner changed", -0.04, ci=(-0.07, -0.01)).
     Returns {"what", "value", "ci", "at_least", "above", "happened", ...extra}."""
     unmeasured = [value] + list(ci or [])
     happened = None if any(v is None or math.isnan(v) for v in unmeasured) else bool(
