@@ -1,12 +1,14 @@
 """Simulator calibration: behaviour statistics by hand, the distance, the human-turn NLL, and that SFT and DPO
 calibration move the simulator toward the 'human' data (on the toy model, seconds)."""
 import math
+from pathlib import Path
 
 import pytest
 
 from conftest import make_toy_corpus, play_texts
 from dialogrl.agents import LMAgent
 from dialogrl.calibration import (
+    assistant_tokens,
     behaviour_distance,
     calibrate_dpo,
     calibrate_sft,
@@ -76,3 +78,61 @@ def test_dpo_prefers_the_human_turn(toy_model_dir, tmp_path):
     out = calibrate_dpo(toy_model_dir, pairs, tmp_path / "dpo", beta=0.1, lr=2e-3, epochs=3, batch_size=16)
     model2, tok2 = load_model(str(out), device="cpu")
     assert turn_nll(model2, tok2, held_out) < before  # the human style became more likely
+
+
+# The chat templates of the hub models a gpu profile may name, as the hub ships them (TRL keeps byte-exact copies,
+# offline), and SmolLM2's ChatML without the markers dialogrl.packaged adds: none marks the assistant's tokens.
+HUB_TEMPLATES = ["qwen2_5", "qwen3", "llama3", "llama3_1", "llama3_2", "gemma", "gemma3", "phi3", "smollm2"]
+TALK = [{"role": "user", "content": "how many red balls? there are 3."},
+        {"role": "assistant", "content": "3 red balls."},
+        {"role": "user", "content": "and blue? there are 4."},
+        {"role": "assistant", "content": "4 blue balls."}]
+
+
+def hub_template(name: str) -> str:
+    if name == "smollm2":
+        from dialogrl.packaged import CHATML_GENERATION
+
+        return CHATML_GENERATION.replace("{% generation %}", "").replace("{% endgeneration %}", "")
+    import trl
+
+    return (Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja").read_text()
+
+
+@pytest.fixture(scope="module")
+def hub_tok(toy_model_dir):
+    """The toy model's tokenizer, to be given a hub model's chat template (with a bos token, which Llama's use)."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(toy_model_dir))
+    tok.bos_token = tok.eos_token
+    return tok
+
+
+@pytest.mark.parametrize("name", HUB_TEMPLATES)
+def test_the_assistant_tokens_of_a_hub_template(hub_tok, name):
+    """turn_nll scores exactly the assistant's messages on the hub's own templates, which have no {% generation %}
+    markers: the text each message adds after the generation prompt (Qwen3's: TRL's training version, which adds the
+    empty thinking block to every turn)."""
+    hub_tok.chat_template = hub_template(name)
+    ids, mask = assistant_tokens(hub_tok, TALK)
+    said = hub_tok.decode([i for i, m in zip(ids, mask) if m])
+    assert "3 red balls." in said and "4 blue balls." in said
+    assert "how many" not in said and "and blue" not in said and "user" not in said
+    assert len(ids) == len(mask) and 0 < sum(mask) < len(mask)
+    if name != "qwen3":   # what the model writes after the generation prompt, not the prompt's newline
+        assert said.startswith("3 red balls.")
+
+
+def test_turn_nll_on_a_hub_template_and_the_template_it_cannot_read(toy_model_dir, hub_tok):
+    from dialogrl.packaged import CHATML_GENERATION
+
+    model, _ = load_model(str(toy_model_dir), device="cpu")
+    hub_tok.chat_template = CHATML_GENERATION         # SmolLM2's template as dialogrl.packaged marks it
+    marked = turn_nll(model, hub_tok, [TALK])
+    hub_tok.chat_template = hub_template("smollm2")   # the same text, without the markers
+    assert turn_nll(model, hub_tok, [TALK]) == pytest.approx(marked)
+    hub_tok.chat_template = ("{% for m in messages | reverse %}{{ m['role'] + ': ' + m['content'] + '\\n' }}"
+                             "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
+    with pytest.raises(ValueError, match="TRL knows no training version"):
+        turn_nll(model, hub_tok, [TALK])
