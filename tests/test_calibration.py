@@ -136,3 +136,21 @@ def test_turn_nll_on_a_hub_template_and_the_template_it_cannot_read(toy_model_di
                              "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}")
     with pytest.raises(ValueError, match="TRL knows no training version"):
         turn_nll(model, hub_tok, [TALK])
+
+
+def test_sft_calibration_on_a_template_trl_cannot_patch(toy_model_dir, hub_tok, tmp_path):
+    """SmolLM2's own ChatML has no markers and TRL no training version of it: calibrate_sft trains on the tokens and
+    the assistant mask of assistant_tokens, and lowers the human-turn NLL as on the marked template."""
+    import shutil
+
+    src = tmp_path / "unmarked"
+    shutil.copytree(toy_model_dir, src)
+    hub_tok.chat_template = hub_template("smollm2")
+    hub_tok.save_pretrained(src)
+    model, tok = load_model(str(src), device="cpu")
+    held_out = shifted(60, 1)
+    before = turn_nll(model, tok, held_out)
+    sim = calibrate_sft(src, shifted(120, 0), tmp_path / "sim", epochs=2, lr=3e-3, seed=0)
+    model2, tok2 = load_model(str(sim), device="cpu")
+    assert tok2.chat_template == hub_template("smollm2")   # the user's template, not a patched one
+    assert turn_nll(model2, tok2, held_out) < 0.5 * before

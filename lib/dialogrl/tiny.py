@@ -194,18 +194,30 @@ def _bf16_supported() -> bool:
 
 
 def sft_warm_start(model, tok, corpus: list[list[dict]], cfg: TinyConfig, work_dir: str | Path) -> dict:
-    """Supervised warm start with TRL's SFTTrainer, loss on assistant tokens only. Returns the training log summary."""
+    """Supervised warm start with TRL's SFTTrainer, loss on assistant tokens only. Returns the training log summary.
+
+    A chat template with `{% generation %}` markers (the embedded models') gives TRL the conversations; another (a
+    hub model's, which TRL patches for a few known templates only) gives it the tokens and their assistant mask from
+    `calibration.assistant_tokens`, the same tokens the human-turn NLL reads."""
     from datasets import Dataset
     from trl import SFTConfig
+    from trl.chat_template_utils import has_generation_markers
 
     from dialogrl.trl_compat import sft_trainer_class  # TRL's SFTTrainer, or on CPU one with the plain loss
 
-    data = Dataset.from_list([{"messages": conv} for conv in corpus])
+    marked = tok.chat_template is not None and has_generation_markers(tok.chat_template)
+    if marked:
+        data = Dataset.from_list([{"messages": conv} for conv in corpus])
+    else:
+        from dialogrl.calibration import assistant_tokens
+
+        data = Dataset.from_list([dict(zip(("input_ids", "assistant_masks"), assistant_tokens(tok, conv)))
+                                  for conv in corpus])
     steps = max(1, int(cfg.epochs * len(corpus) / cfg.batch_size))
     args = SFTConfig(
         output_dir=str(work_dir), num_train_epochs=cfg.epochs, per_device_train_batch_size=cfg.batch_size,
         learning_rate=cfg.lr, lr_scheduler_type="cosine", warmup_steps=max(1, steps // 20), weight_decay=0.0,
-        max_length=cfg.max_length, assistant_only_loss=True, packing=False, gradient_checkpointing=False,
+        max_length=cfg.max_length, assistant_only_loss=marked, packing=False, gradient_checkpointing=False,
         optim="adamw_torch", bf16=cfg.bf16 and _bf16_supported(), fp16=False, use_cpu=not torch.cuda.is_available(),
         train_sampling_strategy="group_by_length",  # batches of similar length: less padding
         pad_to_multiple_of=64,  # few distinct batch shapes: CPU kernel caches (oneDNN) stay small
