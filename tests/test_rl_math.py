@@ -114,6 +114,20 @@ def test_utterance_level_ratio_by_hand():
         policy_loss(logp, logp_old, adv, mask, level="utterance")
 
 
+def test_an_utterance_ratio_from_bf16_log_probs_is_summed_in_float32():
+    """96 tokens of bf16 log-probs (a bf16 sampler and forward): the utterance's log-ratio is the float32 sum of their
+    differences, as if they had come in float32 (summed in bf16 it drifts by the rounding of every addition)."""
+    g = torch.Generator().manual_seed(0)
+    logp_old = (-2 * torch.rand(1, 96, generator=g)).bfloat16()
+    logp = (logp_old.float() + 0.01 * torch.randn(1, 96, generator=g)).bfloat16()
+    adv, mask = torch.ones(1, 96, dtype=torch.bfloat16), torch.ones(1, 96)
+    segments = torch.zeros(1, 96, dtype=torch.long)   # one utterance
+    loss, stats = policy_loss(logp, logp_old, adv, mask, clip_eps=10.0, level="utterance", segments=segments)
+    exact = torch.exp((logp.double() - logp_old.double()).sum()).item()
+    assert loss.dtype == torch.float32
+    assert stats["ratio"] == pytest.approx(exact, rel=1e-5) and loss.item() == pytest.approx(-exact, rel=1e-5)
+
+
 def test_policy_gradient_reaches_only_masked_tokens():
     logp = torch.zeros(1, 3, requires_grad=True)
     loss, _ = policy_loss(logp, torch.zeros(1, 3), torch.ones(1, 3), torch.tensor([[0, 1, 0]]))

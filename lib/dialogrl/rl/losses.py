@@ -29,7 +29,9 @@ def policy_loss(logp: torch.Tensor, logp_old: torch.Tensor, adv: torch.Tensor, m
         ratio      mean r
     """
     hi = clip_eps if clip_eps_high is None else clip_eps_high
-    mask = mask.float()
+    # in float32 whatever the inputs: the sampler's log-probs may come from bf16 decoding, and an utterance's log-ratio
+    # sums up to ~100 per-token differences, which bf16 (8 bits of mantissa) would round at every addition
+    logp, logp_old, adv, mask = logp.float(), logp_old.float(), adv.float(), mask.float()
     if level == "token":
         log_ratio = (logp - logp_old) * mask
         ratio = torch.exp(log_ratio)                                            # r_t
