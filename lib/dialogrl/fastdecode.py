@@ -221,7 +221,8 @@ class LeanModel:
             K, V = kv[layer, 0, first:first + B, :, :T], kv[layer, 1, first:first + B, :, :T]  # (B, kvh, T, d)
             if M == 1:   # the query heads that share a key/value head as `groups` rows of one matmul
                 q = qkv[:, :nh].reshape(B * kvh, groups, d)
-                p = torch.baddbmm(bias, q, K.reshape(B * kvh, T, d).transpose(1, 2), alpha=d ** -0.5).softmax(-1)
+                scores = torch.baddbmm(bias, q, K.reshape(B * kvh, T, d).transpose(1, 2), alpha=d ** -0.5)
+                p = scores.softmax(-1, dtype=torch.float32).to(q.dtype)         # in float32, as transformers' eager
                 a = torch.bmm(p, V.reshape(B * kvh, T, d)).view(B, nh * d)
             else:        # queries back in the padded (B, M) layout for SDPA, the outputs packed again
                 q = qkv.new_zeros(B * M, nh, d).index_copy_(0, real, qkv[:, :nh])
