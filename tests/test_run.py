@@ -33,6 +33,21 @@ def test_seed_everything_repeats_all_generators():
     assert draw() != a
 
 
+def test_cublas_workspace_is_set_on_import_before_any_gpu_work():
+    """Deterministic cuBLAS kernels need CUBLAS_WORKSPACE_CONFIG before cuBLAS starts: importing dialogrl sets it
+    (a user's own value stays)."""
+    import subprocess
+    import sys
+
+    code = "import os, dialogrl; print(os.environ['CUBLAS_WORKSPACE_CONFIG'])"
+    env = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ":4096:8"
+    out = subprocess.run([sys.executable, "-c", code], env={**env, "CUBLAS_WORKSPACE_CONFIG": ":16:8"},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ":16:8"
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, "3", True])
 def test_seed_must_be_a_nonnegative_int(bad):
     with pytest.raises(ValueError, match="seed"):
