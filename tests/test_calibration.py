@@ -8,7 +8,6 @@ import pytest
 from conftest import make_toy_corpus, play_texts
 from dialogrl.agents import LMAgent
 from dialogrl.calibration import (
-    assistant_tokens,
     behaviour_distance,
     calibrate_dpo,
     calibrate_sft,
@@ -19,6 +18,7 @@ from dialogrl.calibration import (
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import BEHAVIOUR_SCALES, DondScenario, behaviour_stats
 from dialogrl.models import load_model
+from dialogrl.tokens import assistant_tokens
 
 SC = DondScenario(counts=(1, 2, 3), values=((4, 0, 2), (2, 4, 0)))  # A: book 4, ball 2; B: book 2, hat 4
 

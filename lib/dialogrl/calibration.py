@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from dialogrl.envs.base import GameState, Task
-from dialogrl.tokens import pad, token_logprobs
+from dialogrl.tokens import assistant_tokens, pad, token_logprobs
 
 # ------------------------------------------------------------------------------------------------------ data
 
@@ -135,55 +135,6 @@ def calibrate_dpo(model_path: str | Path, pairs: Sequence[PreferencePair], out_d
 
 
 # ---------------------------------------------------------------------------------------------- metrics
-
-def assistant_tokens(tokenizer, conversation: list[dict]) -> tuple[list[int], list[int]]:
-    """The conversation's token ids under the tokenizer's chat template and a 0/1 mask of the assistant's tokens:
-    what the model writes after the generation prompt, its end-of-turn token included (not the template's newline
-    after it). The first way that applies:
-      1. the template's `{% generation %}` markers (the embedded models', `dialogrl.packaged`'s);
-      2. the text each assistant message adds to the conversation before it with the generation prompt (trailing
-         whitespace left out): hub templates without markers (Qwen2.5, Llama 3 and 3.1, Gemma, SmolLM2's ChatML,
-         ...), which render a conversation's beginning as the beginning of its text;
-      3. TRL's training version of a known template that does not (Qwen3, which writes the empty thinking block only
-         into the last turn: trl.chat_template_utils.get_training_chat_template).
-    A ValueError names a template for which none does."""
-    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
-
-    template = tokenizer.chat_template
-    if template is None:
-        raise ValueError(f"{tokenizer.name_or_path}: the tokenizer has no chat template")
-    if has_generation_markers(template):
-        return _marked_tokens(tokenizer, conversation, None)
-
-    def render(messages, prompt=False):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=prompt)
-
-    full, spans = render(conversation), []
-    for j, message in enumerate(conversation):
-        if message["role"] == "assistant":
-            before, through = render(conversation[:j], prompt=True) if j else "", render(conversation[:j + 1])
-            if not (through.startswith(before) and full.startswith(through)):
-                break
-            spans.append((len(before), len(through.rstrip())))   # not the newline after the end of turn
-    else:
-        enc = tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
-        return list(enc["input_ids"]), [int(any(start < b and end > a for a, b in spans))
-                                        for start, end in enc["offset_mapping"]]
-    try:
-        return _marked_tokens(tokenizer, conversation, get_training_chat_template(tokenizer))
-    except ValueError:
-        raise ValueError(f"{tokenizer.name_or_path}: its chat template has no {{% generation %}} markers, renders a "
-                         "conversation's beginning differently inside the whole, and TRL knows no training version "
-                         "of it, so the assistant's tokens cannot be found: set tokenizer.chat_template to the same "
-                         "template with {% generation %} ... {% endgeneration %} around each assistant message"
-                         ) from None
-
-
-def _marked_tokens(tokenizer, conversation: list[dict], template: str | None) -> tuple[list[int], list[int]]:
-    enc = tokenizer.apply_chat_template(conversation, chat_template=template, tokenize=True, return_dict=True,
-                                        return_assistant_tokens_mask=True)
-    return list(enc["input_ids"]), list(enc["assistant_masks"])
-
 
 @torch.no_grad()
 def turn_nll(model, tokenizer, conversations: Sequence[list[dict]], batch_size: int = 16) -> float:

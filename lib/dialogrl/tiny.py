@@ -198,7 +198,7 @@ def sft_warm_start(model, tok, corpus: list[list[dict]], cfg: TinyConfig, work_d
 
     A chat template with `{% generation %}` markers (the embedded models') gives TRL the conversations; another (a
     hub model's, which TRL patches for a few known templates only) gives it the tokens and their assistant mask from
-    `calibration.assistant_tokens`, the same tokens the human-turn NLL reads."""
+    `tokens.assistant_tokens`, the same tokens the human-turn NLL reads."""
     from datasets import Dataset
     from trl import SFTConfig
     from trl.chat_template_utils import has_generation_markers
@@ -209,7 +209,7 @@ def sft_warm_start(model, tok, corpus: list[list[dict]], cfg: TinyConfig, work_d
     if marked:
         data = Dataset.from_list([{"messages": conv} for conv in corpus])
     else:
-        from dialogrl.calibration import assistant_tokens
+        from dialogrl.tokens import assistant_tokens
 
         data = Dataset.from_list([dict(zip(("input_ids", "assistant_masks"), assistant_tokens(tok, conv)))
                                   for conv in corpus])
