@@ -1,11 +1,14 @@
 """Independent runs in parallel worker processes give the results of the serial loop, in the same order."""
+import os
+import signal
+
 import pytest
 import torch
 
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import adapter_parameters, load_model
-from dialogrl.parallel import dispatch_order, map_runs, torch_threads
+from dialogrl.parallel import dispatch_order, map_runs, start_method, torch_threads
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.run import seed_everything
 
@@ -54,6 +57,36 @@ def test_map_runs_keeps_order_and_raises():
         return k
     with pytest.raises(RuntimeError, match="job 2 failed"):
         map_runs(boom, [1, 2, 3], processes=2)
+
+
+def test_a_killed_worker_raises_naming_its_job():
+    """A worker that dies without a result (the out-of-memory killer's SIGKILL) stops map_runs with an error that
+    names the job, instead of a pool that waits for it forever."""
+    def killed(k):
+        if k == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return k
+    with pytest.raises(RuntimeError, match=r"job 1 \(1\) died without a result \(exit code -9"):
+        map_runs(killed, [0, 1, 2], processes=2)
+
+
+def test_a_jobs_exception_carries_the_workers_traceback():
+    def boom(k):
+        raise KeyError(f"no such thing {k}")
+    with pytest.raises(KeyError, match="no such thing 3") as info:
+        map_runs(boom, [3, 4], processes=2)
+    assert any("in map_runs' worker of job" in note and "in boom" in note for note in info.value.__notes__)
+
+
+def test_spawned_workers_take_closures_by_value():
+    """Spawned workers (the start method once CUDA has started in the caller) get `fn` and the jobs by value: a
+    closure over a local object and a torch tensor work as in a forked worker, in job order."""
+    offset = torch.arange(3)
+    assert map_runs(lambda k: (offset * k).tolist(), [2, 5, 1], processes=2, method="spawn") == \
+        [[0, 2, 4], [0, 5, 10], [0, 1, 2]]
+    assert start_method() == "fork"   # this CPU machine: nothing started CUDA
+    with pytest.raises(ValueError, match="fork or spawn"):
+        map_runs(abs, [1, 2], processes=2, method="forkserver")
 
 
 def test_torch_threads_restores_the_count():

@@ -9,21 +9,26 @@ training, `bench/throughput.py`: 235 dialogues/min in two workers against 151 in
 
 Same results as serial, when two rules hold (the notebooks' runs follow them):
 - a job seeds itself (`seed_everything` at its start) and reads nothing that an earlier job wrote, so its result
-  does not depend on which jobs ran before it; each job runs in a fresh fork of the calling process
-  (`maxtasksperchild=1`), i.e. from the state the serial loop starts from;
+  does not depend on which jobs ran before it; each job runs in a fresh worker process, forked from the calling
+  process (or spawned), i.e. from the state the serial loop starts from;
 - the thread count is the same: CPU kernels may add in another order with another number of threads, and sampling
   then drifts apart. Workers run one thread, so a serial loop to compare with runs with `threads=1`.
-Workers are forked (Linux, macOS) and inherit `fn` and the jobs, so `fn` may be any function, a closure or one
-defined in a notebook (only each job's index goes to a worker, and its result comes back pickled); one thread per
-worker also keeps clear of OpenMP's trouble with forking a process whose thread pool is running. Where fork is not
-available (Windows) the jobs run serially, with a warning.
+Workers are forked where they can be (Linux, macOS) and inherit `fn` and the jobs, so `fn` may be any function, a
+closure or one defined in a notebook (only each job's index goes to a worker, and its result comes back pickled);
+one thread per worker also keeps clear of OpenMP's trouble with forking a process whose thread pool is running. Once
+CUDA has started in the calling process (a notebook's models on the GPU), a fork could not use it: the workers are
+spawned instead, `fn` and each job sent by value (cloudpickle), and worker i takes GPU i (modulo the visible ones),
+so several runs share one GPU or spread over several. Where fork does not exist (Windows) they are spawned too.
+A job that raises re-raises here with the worker's traceback; a worker that dies (killed, out of memory) raises
+RuntimeError naming its job, instead of waiting for a result that never comes.
 """
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import pickle
-import warnings
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -54,46 +59,112 @@ def _init_worker() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _run_job(i: int) -> bytes:
-    """Run job i; its result as plain pickle bytes. multiprocessing's own pickler sends torch tensors as shared
-    memory handles that the receiver opens from the sender, which a worker that exits after its one job (and any
-    result the parent fails to rebuild) turns into a pool that waits forever; plain bytes copy the tensors."""
-    fn, jobs = _TASK
-    return pickle.dumps(fn(jobs[i]), protocol=pickle.HIGHEST_PROTOCOL)
+def _worker(payload: int | bytes, conn, gpu: int) -> None:
+    """One job in its own process: `payload` is the job's index into the inherited `_TASK` (fork) or `(fn, job)`
+    pickled by value (spawn). Sends back ("ok", result) or ("error", exception or None, traceback), as plain pickle
+    bytes: multiprocessing's own pickler would send torch tensors as shared-memory handles that the receiver opens
+    from a sender which has exited by then."""
+    try:
+        _init_worker()
+        if isinstance(payload, bytes):   # spawn: a fresh interpreter, its current GPU chosen before anything loads
+            if torch.cuda.is_available():
+                torch.cuda.set_device(gpu % torch.cuda.device_count())
+            fn, job = pickle.loads(payload)
+        else:
+            fn, jobs = _TASK
+            job = jobs[payload]
+        message = ("ok", fn(job))
+    except BaseException as e:  # noqa: BLE001 - every failure of the job goes back to the caller
+        message = ("error", e, traceback.format_exc())
+    try:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as e:  # noqa: BLE001 - a result or an exception that does not pickle
+        what = "result" if message[0] == "ok" else f"exception ({message[2]})"
+        data = pickle.dumps(("error", None, f"the job's {what} does not pickle: {e!r}"))
+    conn.send_bytes(data)
+    conn.close()
+
+
+def start_method() -> str:
+    """How map_runs starts its workers here: "fork" where the platform has it and no CUDA context exists in this
+    process (a forked child cannot use the parent's CUDA context), else "spawn"."""
+    if "fork" in multiprocessing.get_all_start_methods() and not torch.cuda.is_initialized():
+        return "fork"
+    return "spawn"
 
 
 def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None,
-             desc: str | None = None, cost: Callable[[Any], float] | None = None) -> list:
-    """[fn(job) for job in jobs], in order; with processes > 1 in that many forked one-thread workers, each job in a
-    fresh fork. threads: torch threads of the serial loop (None: unchanged). Exceptions in a job propagate.
+             desc: str | None = None, cost: Callable[[Any], float] | None = None, method: str | None = None) -> list:
+    """[fn(job) for job in jobs], in order; with processes > 1 each job runs in a fresh worker process of one torch
+    thread, at most `processes` at a time. threads: torch threads of the serial loop (None: unchanged).
+    An exception in a job is raised here, the worker's traceback added as a note; a worker that dies (killed, out of
+    memory) raises RuntimeError naming its job; the other workers are stopped either way.
     desc: show a progress bar over the jobs with this description (`dialogrl.run.progress`).
     cost: a job's expected length (any unit); the workers take the jobs longest first (`dispatch_order`), so that a
-    long job does not start last and run alone while the other workers idle. The results stay in job order."""
+    long job does not start last and run alone while the other workers idle. The results stay in job order.
+    method: "fork" or "spawn" (None: `start_method()`). A forked worker inherits `fn` and the jobs, so `fn` may be
+    anything, a notebook's closure included. A spawned one (once CUDA has started in this process) receives
+    `fn` and its job pickled by value (cloudpickle: closures and the notebook objects they use, models included, are
+    copied into each worker), and takes worker slot i's GPU (i modulo the visible GPUs) as its current device: the
+    models a job loads go there, objects it captured keep the device they had."""
     from dialogrl.run import progress
 
     jobs = list(jobs)
     if processes < 1:
         raise ValueError(f"processes={processes}: must be >= 1")
-    if processes > 1 and "fork" not in multiprocessing.get_all_start_methods():
-        warnings.warn("parallel runs need the fork start method (not available here): running them serially",
-                      stacklevel=2)
-        processes = 1
+    method = method or start_method()
+    if method not in ("fork", "spawn"):
+        raise ValueError(f"method={method!r}: fork or spawn")
     bar = progress(total=len(jobs), desc=desc, enabled=desc is not None, unit="run")
     if processes == 1 or len(jobs) <= 1:
         with torch_threads(threads), bar:
             return [_ticked(fn(job), bar) for job in jobs]
     global _TASK
+    ctx = multiprocessing.get_context(method)
+    if method == "spawn":
+        import cloudpickle
+    pending = dispatch_order(jobs, cost)[::-1]   # popped from the end: longest first
+    running: dict = {}        # receiving end of a worker's pipe -> (job index, process, its slot)
+    free = list(range(min(processes, len(jobs))))[::-1]   # worker slots (slot i: GPU i modulo the visible ones)
+    out: list = [None] * len(jobs)
     _TASK = (fn, jobs)
     try:
-        ctx = multiprocessing.get_context("fork")
-        order = dispatch_order(jobs, cost)
-        out: list = [None] * len(jobs)
-        with ctx.Pool(min(processes, len(jobs)), initializer=_init_worker, maxtasksperchild=1) as pool, bar:
-            for i, b in zip(order, pool.imap(_run_job, order, chunksize=1), strict=True):
-                out[i] = pickle.loads(_ticked(b, bar))
+        with bar:
+            while pending or running:
+                while pending and free:
+                    i, slot = pending.pop(), free.pop()
+                    payload = i if method == "fork" else cloudpickle.dumps((fn, jobs[i]))
+                    receive, send = ctx.Pipe(duplex=False)
+                    worker = ctx.Process(target=_worker, args=(payload, send, slot), daemon=True)
+                    worker.start()
+                    send.close()   # the worker holds the sending end: its exit without a message reads as EOF
+                    running[receive] = (i, worker, slot)
+                for receive in multiprocessing.connection.wait(list(running)):
+                    i, worker, slot = running.pop(receive)
+                    free.append(slot)
+                    try:
+                        message = pickle.loads(receive.recv_bytes())
+                    except EOFError:
+                        worker.join()
+                        raise RuntimeError(f"map_runs: the worker of job {i} ({jobs[i]!r}) died without a result "
+                                           f"(exit code {worker.exitcode}; a negative code is the signal that ended "
+                                           "it, -9 as the out-of-memory killer sends)") from None
+                    finally:
+                        receive.close()
+                    worker.join()
+                    if message[0] == "error":
+                        _, error, trace = message
+                        error = error or RuntimeError(trace)
+                        error.add_note(f"in map_runs' worker of job {i} ({jobs[i]!r}):\n{trace}")
+                        raise error
+                    out[i] = _ticked(message[1], bar)
         return out
     finally:
         _TASK = None
+        for receive, (_, worker, _) in running.items():
+            worker.kill()
+            worker.join()
+            receive.close()
 
 
 def dispatch_order(jobs: list, cost: Callable[[Any], float] | None = None) -> list[int]:
