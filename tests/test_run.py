@@ -110,6 +110,18 @@ def test_choose_device():
             choose_device("cuda")
 
 
+def test_auto_device_is_the_ranks_own_gpu(monkeypatch):
+    """Under `accelerate launch` every rank's frozen models go to its own GPU (LOCAL_RANK), not all to GPU 0."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert choose_device("auto") == torch.device("cuda")      # one process: the current device
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert choose_device("auto") == torch.device("cuda", 1)
+    monkeypatch.setenv("LOCAL_RANK", "3")                       # more ranks than GPUs share them
+    assert choose_device("auto") == torch.device("cuda", 1)
+
+
 def test_progress_bars_are_off_in_tests_and_on_elsewhere(monkeypatch):
     assert os.environ.get("TQDM_DISABLE") == "1"  # conftest: no bars in test output or papermill kernels
     assert progress(range(3), "x").disable

@@ -64,10 +64,14 @@ def seed_everything(seed: int, deterministic: bool = True) -> int:
 
 
 def choose_device(device: str = "auto") -> torch.device:
-    """'auto' picks cuda, then mps, then cpu; anything else is passed to torch.device and checked."""
+    """'auto' picks cuda, then mps, then cpu; anything else is passed to torch.device and checked. Under a
+    multi-process launch (`accelerate launch`, torchrun: LOCAL_RANK set) 'auto' is this rank's own GPU, so that the
+    models each rank loads before its trainer starts (the frozen counterparts) sit beside the rank's policy, not
+    all on GPU 0."""
     if device == "auto":
         if torch.cuda.is_available():
-            return torch.device("cuda")
+            rank = os.environ.get("LOCAL_RANK")
+            return torch.device("cuda", int(rank) % torch.cuda.device_count()) if rank else torch.device("cuda")
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return torch.device("mps")
         return torch.device("cpu")
