@@ -75,22 +75,29 @@ def test_parser_never_raises():
 
 
 class ReplayLM:
-    """LMAgent's `generate` (and `rng`, the game's token stream) over fixed answers, in order (a stand-in to test the
-    wrapper's own logic); it records the token streams each call was given."""
+    """A streaming LMAgent (`submit`, `busy`, `advance`, and `rng`, the game's token stream) over fixed answers, in
+    order (a stand-in to test the wrapper's own logic); it records each submission's size and token streams."""
     name = "replay"
 
     def __init__(self, answers):
-        self.answers, self.calls, self.rngs = list(answers), [], []
+        self.answers, self.calls, self.rngs, self.queue = list(answers), [], [], []
 
     def rng(self, state, role):
         return None if state.seed is None else ("tokens", state.seed, role)
 
-    def generate(self, messages_batch, rngs=None):
-        self.calls.append(len(messages_batch))
-        self.rngs.append(rngs)
-        return [Utterance(self.answers.pop(0)) for _ in messages_batch]
+    def submit(self, requests):
+        self.calls.append(len(requests))
+        self.rngs.append([self.rng(r.state, r.role) for r in requests])
+        self.queue += requests
 
-    def clear_cache(self):
+    def busy(self):
+        return bool(self.queue)
+
+    def advance(self):
+        done, self.queue = [(r, Utterance(self.answers.pop(0))) for r in self.queue], []
+        return done
+
+    def clear_cache(self, finished_only=False):
         pass
 
 

@@ -5,6 +5,7 @@ each game's scripted personas are in its package (`dialogrl.envs.<game>.personas
 """
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 
@@ -188,6 +189,7 @@ class LMAgent(StreamingAgent):
         end-of-turn token, all candidates in one left-padded batch (each scored as it would be alone)."""
         import torch
 
+        from dialogrl.sampling import FORWARDS
         from dialogrl.tokens import pad, token_logprobs
 
         candidates = request.task.selection_candidates(request.state)
@@ -196,6 +198,7 @@ class LMAgent(StreamingAgent):
                 for c in candidates]
         dev = next(self.model.parameters()).device
         ids, mask, pos = pad(seqs, self.tok.pad_token_id, device=dev)
+        FORWARDS.add()
         with torch.no_grad(), self._context():
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.float()
         logp = token_logprobs(logits[:, :-1], ids[:, 1:])  # (N, L-1)
@@ -204,12 +207,17 @@ class LMAgent(StreamingAgent):
 
 # ------------------------------------------------------------------------------------------ Verbalized Sampling
 
-class VerbalizedSampling(Agent):
+class VerbalizedSampling(StreamingAgent):
     """Verbalized Sampling around an LMAgent: each turn the model is asked for `k` candidate replies with their
     probabilities (`vs_messages`), and one candidate is drawn: uniformly (`mode="random"`, the published main
     setting) or by the stated probabilities (`mode="prob"`). An unusable answer is asked again up to `retries` times;
     after that the raw text is the reply (a fallback). Every attempt's outcome is counted in `stats`: turns,
     attempts, problems by kind, fallbacks and renormalised answers; `fallback_rate` is fallbacks per turn.
+
+    It streams: every answer (and every re-ask) joins the wrapped LMAgent's running batch, so a game whose turn needs
+    a long answer does not hold up the other games (`submit`, `busy`, `advance`, as the rollout engine drives an
+    LMAgent). `lm` is the wrapper's own: the same LMAgent object must not also speak for another role of the same
+    games. A selection phase (Deal or No Deal) goes to `lm` as it is: VS rewrites replies, not the final choice.
 
     The draw is reproducible per game: random.Random of (seed, game, role, turn), the game being its seed's "vs"
     stream (`game_key`; every dialogue of a group draws apart) or, without a game seed, its scenario id. The model
@@ -230,6 +238,7 @@ class VerbalizedSampling(Agent):
         self.name = name or f"vs-{mode}({lm.name})"
         self.stats: dict = {}
         self.reset_stats()
+        self._asked: dict[int, tuple[ActRequest, int]] = {}   # id(the request lm answers) -> (the game's, attempt)
 
     def reset_stats(self) -> None:
         self.stats = {"turns": 0, "attempts": 0, "fallbacks": 0, "renormalised": 0, "problems": {}}
@@ -244,35 +253,59 @@ class VerbalizedSampling(Agent):
             return rng.choice(candidates)[0]
         return rng.choices([t for t, _ in candidates], weights=[p for _, p in candidates])[0]
 
-    def act(self, requests: Sequence[ActRequest]) -> list[str]:
-        prompts = [vs_messages(r.messages, self.k, self.speaker, self.partner) for r in requests]
-        rngs = [self.lm.rng(r.state, r.role) for r in requests]
-        out: list[str | None] = [None] * len(requests)
-        raw: list[str] = [""] * len(requests)
-        pending = list(range(len(requests)))
-        self.stats["turns"] += len(requests)
-        for _ in range(self.retries + 1):
-            if not pending:
-                break
-            said = self.lm.generate([prompts[i] for i in pending], [rngs[i] for i in pending])
-            self.stats["attempts"] += len(pending)
-            still = []
-            for i, u in zip(pending, said):
-                candidates, problem = parse_vs(u.text, self.k)
-                if problem is not None:
-                    kind = problem_kind(problem)
-                    self.stats["problems"][kind] = self.stats["problems"].get(kind, 0) + 1
-                if candidates is None:
-                    raw[i] = u.text
-                    still.append(i)
-                    continue
+    def submit(self, requests: Sequence[ActRequest]) -> None:
+        """Ask for each request's k candidates: one answer each in the wrapped model's running batch."""
+        self.stats["turns"] += sum(r.state.info.get("phase") != "select" for r in requests)
+        self._ask([(r, 0) for r in requests])
+
+    def _ask(self, asks: list[tuple[ActRequest, int]]) -> None:
+        out = []
+        for r, attempt in asks:
+            if r.state.info.get("phase") == "select":
+                ask = r
+            else:
+                ask = dataclasses.replace(r, messages=vs_messages(r.messages, self.k, self.speaker, self.partner))
+                self.stats["attempts"] += 1
+            self._asked[id(ask)] = (r, attempt)
+            out.append(ask)
+        self.lm.submit(out)
+
+    def busy(self) -> bool:
+        return bool(self._asked)
+
+    def advance(self) -> list[tuple[ActRequest, Utterance]]:
+        """One step of the wrapped model's batch; the game requests whose reply is settled: a drawn candidate, or
+        the raw text of the last unusable answer. Unusable answers with retries left are asked again."""
+        done, again = [], []
+        for ask, u in self.lm.advance():
+            r, attempt = self._asked.pop(id(ask))
+            if ask is r:   # a selection, passed through
+                done.append((r, Utterance(u.text)))
+                continue
+            candidates, problem = parse_vs(u.text, self.k)
+            if problem is not None:
+                kind = problem_kind(problem)
+                self.stats["problems"][kind] = self.stats["problems"].get(kind, 0) + 1
+            if candidates is not None:
                 self.stats["renormalised"] += problem is not None
-                out[i] = self.choose(candidates, requests[i])
-            pending = still
-        for i in pending:   # still unusable after the retries: the raw text, counted
-            out[i] = raw[i]
-            self.stats["fallbacks"] += 1
-        return out
+                done.append((r, Utterance(self.choose(candidates, r))))
+            elif attempt < self.retries:
+                again.append((r, attempt + 1))
+            else:   # still unusable after the retries: the raw text, counted
+                self.stats["fallbacks"] += 1
+                done.append((r, Utterance(u.text)))
+        if again:
+            self._ask(again)
+        return done
+
+    def act(self, requests: Sequence[ActRequest]) -> list[str]:
+        self.submit(requests)
+        said = {}
+        while self.busy():
+            for r, u in self.advance():
+                said[id(r)] = u.text
+        self.lm.clear_cache(finished_only=True)
+        return [said[id(r)] for r in requests]
 
     def clear_cache(self) -> None:
         self.lm.clear_cache()

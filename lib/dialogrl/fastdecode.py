@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from dialogrl.sampling import CachedPrefix, DecodeBatch, Finished, RowQueue, common_prefix
+from dialogrl.sampling import FORWARDS, CachedPrefix, DecodeBatch, Finished, RowQueue, common_prefix
 
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")   # rope types whose inverse frequencies do not depend on length
 
@@ -291,6 +291,7 @@ class FastDecodeBatch(RowQueue):
         dev = self.device
         start = torch.tensor(cached, device=dev)
         last = torch.tensor([len(s) - 1 for s in suffix], device=dev)
+        FORWARDS.add()
         logits = self.lean.forward(self.kv, ids.to(dev), start, B, last)
         lens = torch.tensor([len(q) for q in prompts], device=dev)
         self.keys += [key for key, _, _ in rows]
@@ -356,6 +357,7 @@ class FastDecodeBatch(RowQueue):
                 self.lens = self.n_new = self.logits = None
                 return finished
         self._reserve(len(self.keys), int(self.lens.max()) + 1)
+        FORWARDS.add()
         self.logits = self.lean.forward(self.kv, tok[:, None], self.lens, 0)
         self.lens = self.lens + 1
         return finished

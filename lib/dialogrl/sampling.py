@@ -25,16 +25,45 @@ place rather than copying the whole cache, and prefill passes compute logits onl
 This is the engine for any HF causal LM. Qwen2/Llama-architecture models in fp32 on the CPU decode through the lean
 engine of `dialogrl.fastdecode` (same interface and results, a fraction of the per-step overhead); its
 `decode_batch` picks the engine and its `sample_turns` samples one batch of prompts.
+
+Both engines count their forward passes (`FORWARDS`; `counting_forwards()` reads the count of a block). On one
+device the passes run one after another and each costs about the same at these batch sizes, so their number, not
+the number of games, sets a rollout's decoding time: continuous batching keeps it near the longest game's own.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import random
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 from transformers.cache_utils import DynamicLayer
+
+
+class ForwardCount:
+    """Model forward passes run by the decoding engines (every prefill and decoding step, and the selection
+    phase's scoring pass): `n` since the process started."""
+
+    def __init__(self):
+        self.n = 0
+
+    def add(self) -> None:
+        self.n += 1
+
+
+FORWARDS = ForwardCount()
+
+
+@contextlib.contextmanager
+def counting_forwards() -> Iterator[ForwardCount]:
+    """The decoding forward passes run inside the block: `with counting_forwards() as c: play(...)`, then `c.n`."""
+    block, start = ForwardCount(), FORWARDS.n
+    try:
+        yield block
+    finally:
+        block.n = FORWARDS.n - start
 
 
 @dataclass
@@ -242,6 +271,7 @@ class DecodeBatch(RowQueue):
                         v[b, :, L - n:] = p.kv[layer, 1, :, :n]
                 layers.append((k, v))
             past = _cache(self.model, layers)
+        FORWARDS.add()
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True,
                          logits_to_keep=1)
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
@@ -309,6 +339,7 @@ class DecodeBatch(RowQueue):
                     layer.drop_columns(first)
                 self.mask = self.mask[:, first:]
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.keys), 1)], dim=1)
+        FORWARDS.add()
         out = self.model(input_ids=tok[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
                          past_key_values=self.past, use_cache=True)
         self.past, self.logits = out.past_key_values, out.logits[:, -1]

@@ -329,12 +329,15 @@ class StreamingAgent(Agent):
 
 
 @dataclass
-class Population(Agent):
-    """A weighted set of agents; each game draws one member (by the seed and the game: `game_key`) for all its turns."""
+class Population(StreamingAgent):
+    """A weighted set of agents; each game draws one member (by the seed and the game: `game_key`) for all its turns.
+    It streams: a turn of a language-model member joins that member's running batch, a scripted member answers at
+    once, so no game waits for another member's turn (the rollout engine drives it as it drives an LMAgent)."""
     members: dict[str, Agent]
     weights: dict[str, float] = field(default_factory=dict)
     seed: int = 0
     name: str = "population"
+    _ready: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def pick(self, state: GameState, role: str) -> str:
         """The member that plays `role` in this game: drawn once per game, reproducibly from (seed, game, role)."""
@@ -348,6 +351,32 @@ class Population(Agent):
     def clear_cache(self) -> None:
         for member in self.members.values():
             member.clear_cache()
+
+    def _streaming(self) -> list[StreamingAgent]:
+        return list({id(m): m for m in self.members.values() if isinstance(m, StreamingAgent)}.values())
+
+    def submit(self, requests: Sequence[ActRequest]) -> None:
+        """Each request to its game's member: into a streaming member's batch, or answered now by a plain one."""
+        groups: dict[str, list[ActRequest]] = {}
+        for r in requests:
+            groups.setdefault(self.pick(r.state, r.role), []).append(r)
+        for name, group in groups.items():
+            member = self.members[name]
+            if isinstance(member, StreamingAgent):
+                member.submit(group)
+            else:
+                self._ready += list(zip(group, member.act(group)))
+
+    def busy(self) -> bool:
+        return bool(self._ready) or any(m.busy() for m in self._streaming())
+
+    def advance(self) -> list[tuple[ActRequest, Any]]:
+        """One step of every busy member's batch; the turns that ended, the plain members' answers first."""
+        done, self._ready = self._ready, []
+        for member in self._streaming():
+            if member.busy():
+                done += member.advance()
+        return done
 
     def act(self, requests: Sequence[ActRequest]) -> list:
         out: list = [None] * len(requests)
