@@ -192,6 +192,25 @@ def test_process_reward_counts_the_llm_judges_failures_and_fallbacks_per_step_an
     json.dumps(both, allow_nan=False)                                                  # summary.json-ready
 
 
+def test_process_reward_judges_a_steps_games_in_one_batch():
+    """prepare(episodes) (what the Trainer calls before it reads a step's rewards) writes every judge answer of the
+    step in one generate call; the rewards are those judged game by game, failures and fallbacks included."""
+    texts = [["hi! how are you?", "fine.", "could you lend me your car?", "no [REFUSE]", "please?"],
+             ["hello there", "hi", "may I borrow your car tomorrow?", "maybe [ACCEPT]"]]
+    episodes = [_episode(play_texts(TASK, SC, t)) for t in texts]
+    answers = [_answer("early", 3), "sorry, I cannot judge that", _answer("mid", weights={"x": 1}),
+               _answer("early", 2), _answer("late", 4)]
+    one_by_one = ProcessReward(LLMJudge(ScriptedJudgeLM(answers), fallback=RuleJudge()), TASK)
+    expected = [one_by_one(e, "agent") for e in episodes]
+    lm = ScriptedJudgeLM(answers)
+    batched = ProcessReward(LLMJudge(lm, fallback=RuleJudge()), TASK)
+    calls = []
+    lm.generate = lambda batch, inner=lm.generate: calls.append(len(batch)) or inner(batch)
+    batched.prepare(episodes)
+    assert calls == [5] and [batched(e, "agent") for e in episodes] == expected
+    assert batched.summary() == one_by_one.summary() and not batched.judged   # every prepared game read once
+
+
 def test_llm_judge_with_a_real_tiny_model_counts_every_unusable_answer(toy_model_dir):
     """A tiny model that never learned the format answers junk: every turn falls back and is counted, none raises."""
     from dialogrl.agents import LMAgent

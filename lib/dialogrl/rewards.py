@@ -121,6 +121,10 @@ class Judge:
     def judge(self, task, state, role: str) -> list[Judgement]:
         raise NotImplementedError
 
+    def judge_many(self, task, states: Sequence, role: str) -> list[list[Judgement]]:
+        """`judge` for each of several finished games (a judge with a model overrides it: one batch for all)."""
+        return [self.judge(task, state, role) for state in states]
+
 
 def _no_counts() -> dict:
     return {"turns": 0, "failures": 0, "weight_fallbacks": 0, "problems": {}}
@@ -164,6 +168,7 @@ class ProcessReward:
     records: list[dict] = field(default_factory=list)
     totals: dict = field(default_factory=_no_counts)          # the judge's counts over the run (summary())
     step_counts: dict = field(default_factory=_no_counts)     # the same since the last step_metrics()
+    judged: dict = field(default_factory=dict, repr=False)    # id(game state) -> its judgements, from prepare()
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
@@ -171,12 +176,19 @@ class ProcessReward:
         if self.coef < 0:
             raise ValueError(f"coef={self.coef!r}: must be >= 0")
 
+    def prepare(self, episodes) -> None:
+        """Judge the role's turns in all these games at once (`Judge.judge_many`: an LLM judge writes every answer of
+        a training step in one batch); the calls for these games then read the judgements from here."""
+        states = [e.state for e in episodes]
+        self.judged = dict(zip(map(id, states), self.judge.judge_many(self.task, states, self.role)))
+
     def __call__(self, episode, role: str) -> list[float]:
         n = sum(t.role == role and t.phase == "talk" for t in episode.state.turns)
         if role != self.role:
             return [0.0] * n
         out = []
-        for j in self.judge.judge(self.task, episode.state, role):
+        judged = self.judged.pop(id(episode.state), None)
+        for j in judged if judged is not None else self.judge.judge(self.task, episode.state, role):
             weights, fallback = schedule_weights(self.schedule, j)
             for c in (self.totals, self.step_counts):
                 c["turns"] += 1
@@ -294,22 +306,27 @@ class LLMJudge(Judge):
         return out
 
     def judge(self, task, state, role: str) -> list[Judgement]:
-        prompts = self.prompts(task, state, role)
-        if not prompts:
-            return []
-        answers = self.lm.generate(prompts)
-        fallback = None
+        return self.judge_many(task, [state], role)[0]
+
+    def judge_many(self, task, states: Sequence, role: str) -> list[list[Judgement]]:
+        """Every game's turns of `role`, all answers written in one batch of the judge model."""
+        prompts = [self.prompts(task, state, role) for state in states]
+        flat = [p for ps in prompts for p in ps]
+        answers = iter(self.lm.generate(flat) if flat else [])
         out = []
-        for k, a in enumerate(answers):
-            self.calls += 1
-            j = parse_judgement(getattr(a, "text", a))
-            if isinstance(j, str):
-                self.failures += 1
-                self.problems[j] = self.problems.get(j, 0) + 1
-                fallback = fallback or self.fallback.judge(task, state, role)
-                why, j = j, fallback[k]
-                j.failed, j.problem = True, why
-            out.append(j)
+        for state, ps in zip(states, prompts):
+            fallback, judged = None, []
+            for k, a in zip(range(len(ps)), answers):
+                self.calls += 1
+                j = parse_judgement(getattr(a, "text", a))
+                if isinstance(j, str):
+                    self.failures += 1
+                    self.problems[j] = self.problems.get(j, 0) + 1
+                    fallback = fallback or self.fallback.judge(task, state, role)
+                    why, j = j, fallback[k]
+                    j.failed, j.problem = True, why
+                judged.append(j)
+            out.append(judged)
         return out
 
 

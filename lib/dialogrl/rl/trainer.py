@@ -313,8 +313,11 @@ class Trainer:
         cfg = self.config
         trainable = [r for r, s in self.roles.items() if s.trainable]
         out: dict[str, list[Sample]] = {a: [] for a in self.paths}
-        trajectories = [(i, r, *self._role_turns(episodes[i], r)) for i in range(len(episodes)) for r in trainable
-                        if episodes[i].agents.get(r, self.own_agent[r]) == self.own_agent[r]]
+        own = [(i, r) for i in range(len(episodes)) for r in trainable
+               if episodes[i].agents.get(r, self.own_agent[r]) == self.own_agent[r]]
+        if hasattr(self.turn_rewards, "prepare"):   # a judge with a model: the step's games judged in one batch
+            self.turn_rewards.prepare([episodes[i] for i in dict.fromkeys(i for i, _ in own)])
+        trajectories = [(i, r, *self._role_turns(episodes[i], r)) for i, r in own]
         totals = torch.tensor([sum(rw) if turns else episodes[i].outcome[r]["reward"]
                                for i, r, turns, rw in trajectories])
         for role in trainable:   # groups whose rewards are all equal give a group baseline no signal
