@@ -41,7 +41,7 @@ def test_packed_turns_score_as_each_turn_alone(dond_toy_dir):
     and score exactly as each turn's own forward pass, critic values included; a sample that does not continue
     the previous one starts a new row."""
     from dialogrl.models import use_adapter
-    from dialogrl.rl.trainer import _chains, _chunk_chains
+    from dialogrl.rl.trainer import _chains, _chunk_chains, chunk_tokens
     trainer = make_trainer(dond_toy_dir, algorithm="ppo")
     seed_everything(5)
     episodes, groups = trainer.rollout(0)
@@ -64,6 +64,33 @@ def test_packed_turns_score_as_each_turn_alone(dond_toy_dir):
     assert sorted(i for c in chunks for i in c) == list(range(len(samples)))
     assert all(len(c) <= 8 or len(_chains([samples[i] for i in c])) == 1 for c in chunks)
     assert _chains([samples[0], samples[0]]) == [[0], [1]]               # a prompt does not continue itself
+    budget = chunk_tokens(samples, list(range(len(samples)))) // 4      # chunks by tokens: about four of them
+    chunks = _chunk_chains(samples, 64, max_tokens=budget)
+    assert len(chunks) >= 4 and sorted(i for c in chunks for i in c) == list(range(len(samples)))
+    assert all(chunk_tokens(samples, c) <= budget or len(_chains([samples[i] for i in c])) == 1 for c in chunks)
+
+
+@pytest.mark.parametrize("level", ["token", "utterance"])
+def test_chunks_sized_in_tokens_give_the_same_update(dond_toy_dir, level):
+    """minibatch_tokens bounds what one forward/backward holds (the update's peak memory) and changes nothing else:
+    each term of the loss weighs a chunk by its share of what that term averages over (tokens, or turns for PPO's
+    value loss: weighed by tokens before 2026-12-05, it made the update depend on the chunking, 0.4% here)."""
+    grads = []
+    for tokens in (None, 60):
+        trainer = make_trainer(dond_toy_dir, algorithm="ppo", minibatch_tokens=tokens, ratio_level=level)
+        seed_everything(8)
+        seen = []
+        for opt in trainer.optimizers.values():   # the gradient each optimizer step applies (Adam's first step is
+            def step(*args, opt=opt, inner=opt.step, **kwargs):   # about lr x its sign: compare gradients)
+                seen.extend(p.grad.clone() for group in opt.param_groups for p in group["params"])
+                return inner(*args, **kwargs)
+            opt.step = step
+        trainer.step()
+        grads.append(seen)
+    assert len(grads[0]) == len(grads[1]) > 0
+    assert all((g - h).abs().max() <= 1e-4 * g.abs().max() for g, h in zip(*grads))   # float error only
+    with pytest.raises(ValueError, match="minibatch_tokens=0"):
+        TrainConfig(minibatch_tokens=0)
 
 
 def test_loss_gradient_reaches_only_the_roles_own_completion_tokens(dond_toy_dir):

@@ -108,6 +108,9 @@ class TrainConfig:
                                       # turns of one game stay together) into this many minibatches. PPO clips only
                                       # when epochs_per_step * minibatches >= 2: with one step every ratio is 1
     minibatch_turns: int = 64         # turns per forward/backward chunk (gradient accumulation inside a minibatch)
+    minibatch_tokens: int | None = None  # and at most this many tokens a chunk (None: no limit): padded sequence
+                                      # tokens plus the completion positions whose logits it computes, the two
+                                      # that set an update's peak memory (a whole chain stays one chunk)
     lr_schedule: str = "constant"     # constant | linear (decays to 0 at `steps`)
     warmup_steps: int = 0             # linear warmup of the learning rate
     max_new_tokens: int = 48          # per turn
@@ -138,6 +141,8 @@ class TrainConfig:
         for name in ("steps", "scenarios_per_step", "group_size", "epochs_per_step", "minibatches", "minibatch_turns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be >= 1")
+        if self.minibatch_tokens is not None and self.minibatch_tokens < 1:
+            raise ValueError(f"minibatch_tokens={self.minibatch_tokens!r}: must be >= 1 (or None: no limit)")
         for name in ("gamma", "lam"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be in [0, 1]")
@@ -437,7 +442,7 @@ class Trainer:
         use_adapter(self.model, adapter)
         self.model.eval()
         critic, out = self.critics[adapter], torch.zeros(len(samples))
-        for chunk in _chunk_chains(samples, self.config.minibatch_turns):
+        for chunk in _chunk_chains(samples, self.config.minibatch_turns, self.config.minibatch_tokens):
             batch = [samples[i] for i in chunk]
             hidden, ids, row_of, start = self._forward(batch, hidden_only=True)
             last = hidden[torch.tensor(row_of, device=ids.device), torch.tensor(start, device=ids.device) - 1]
@@ -495,11 +500,12 @@ class Trainer:
             rng = random.Random(stream_seed("minibatches", cfg.seed, self.step_count, adapter, epoch))
             for mb in _minibatches(samples, cfg.minibatches, rng):
                 mb_tokens = global_sum(sum(len(samples[i].completion_ids) for i in mb))
+                mb_turns = global_sum(len(mb))
                 if mb_tokens == 0:
                     continue
                 opt.zero_grad(set_to_none=True)
                 batch = [samples[i] for i in mb]
-                for idx in _chunk_chains(batch, cfg.minibatch_turns):
+                for idx in _chunk_chains(batch, cfg.minibatch_turns, cfg.minibatch_tokens):
                     chunk = [batch[i] for i in idx]
                     res = self.token_logprobs(chunk, adapter, with_entropy=bool(cfg.entropy_coef))
                     logp, old, mask = res["logp"], res["old"], res["mask"]
@@ -508,29 +514,34 @@ class Trainer:
                     for b, s in enumerate(chunk):
                         adv[b] = s.advantage
                         segments[b] = b
-                    weight = mask.sum().item() / mb_tokens        # the loss: token mean over the minibatch
+                    # each term is a mean over the chunk, weighted by the chunk's share of what the minibatch's mean
+                    # runs over: tokens for token means, turns for the per-turn ones (the value loss; the policy
+                    # loss at the utterance level), so the chunking never changes the update
+                    weight = mask.sum().item() / mb_tokens        # token means over the minibatch
+                    per_turn = len(chunk) / mb_turns              # turn means over the minibatch
                     share = mask.sum().item() / n_tokens          # the stats: token mean over this process's rollout
                     loss, st = policy_loss(logp, old, adv, mask, clip_eps=cfg.clip_eps,
                                            clip_eps_high=cfg.clip_eps_high, level=cfg.ratio_level, segments=segments)
+                    total = loss * (weight if cfg.ratio_level == "token" else per_turn)
                     if "value" in res:
                         v_old = torch.tensor([s.value for s in chunk], device=logp.device)
                         ret = torch.tensor([s.ret for s in chunk], device=logp.device)
                         vl = value_loss(res["value"], v_old, ret, torch.ones_like(ret), clip_eps=cfg.value_clip)
-                        loss = loss + cfg.vf_coef * vl
+                        total = total + cfg.vf_coef * vl * per_turn
                         stats["value_loss"] += vl.item() * share
                         stats["value"] += res["value"].mean().item() * share
                     if kl_coef:
                         with torch.no_grad(), base_model(self.model):  # token_logprobs autocasts itself
                             ref = self.token_logprobs(chunk)["logp"]
                         kl = masked_mean(kl_k3(logp, ref), mask)
-                        loss = loss + kl_coef * kl
+                        total = total + kl_coef * kl * weight
                         stats["kl"] += kl.item() * share
                     if cfg.entropy_coef:
                         ent = masked_mean(res["entropy"], mask)
-                        loss = loss - cfg.entropy_coef * ent
+                        total = total - cfg.entropy_coef * ent * weight
                         stats["entropy"] += ent.item() * share
-                    self.scaler.scale(loss * weight).backward()
-                    stats["loss"] += loss.item() * share
+                    self.scaler.scale(total).backward()
+                    stats["loss"] += total.item() / weight * share
                     for n in ("clipfrac", "approx_kl", "ratio"):
                         stats[n] += st[n] * share
                 self._sync_gradients(params)
@@ -748,18 +759,33 @@ def _chains(samples: list[Sample]) -> list[list[int]]:
     return chains
 
 
-def _chunk_chains(samples: list[Sample], size: int) -> list[list[int]]:
-    """Indices of `samples` in chunks of whole chains (`_chains`) with at most `size` samples each (a longer chain is
-    one chunk), the chains sorted by sequence length so that each chunk pads little; the loss weighs each chunk by
-    its share of tokens, so the order does not change the update."""
-    chains = sorted(_chains(samples), key=lambda c: len(samples[c[-1]].prompt_ids) + len(samples[c[-1]].completion_ids))
+def _chunk_chains(samples: list[Sample], size: int, max_tokens: int | None = None) -> list[list[int]]:
+    """Indices of `samples` in chunks of whole chains (`_chains`) with at most `size` samples each and, with
+    `max_tokens`, at most that many tokens (`chunk_tokens`); a chain over either limit is one chunk. The chains are
+    sorted by sequence length so that each chunk pads little; the loss weighs each chunk by its share of tokens, so
+    the order does not change the update."""
+    chains = sorted(_chains(samples), key=lambda c: _row_length(samples, c))
     chunks: list[list[int]] = []
     for c in chains:
-        if chunks and len(chunks[-1]) + len(c) <= size:
+        if chunks and len(chunks[-1]) + len(c) <= size and (
+                max_tokens is None or chunk_tokens(samples, chunks[-1] + c) <= max_tokens):
             chunks[-1] += c
         else:
             chunks.append(list(c))
     return chunks
+
+
+def _row_length(samples: list[Sample], chain: list[int]) -> int:
+    return len(samples[chain[-1]].prompt_ids) + len(samples[chain[-1]].completion_ids)
+
+
+def chunk_tokens(samples: list[Sample], chunk: list[int]) -> int:
+    """What one forward/backward chunk holds: its packed rows padded to the longest (hidden states through every
+    layer) plus samples x the longest completion (the positions whose vocabulary-wide logits it computes)."""
+    chains = _chains([samples[i] for i in chunk])
+    picked = [samples[i] for i in chunk]
+    rows = len(chains) * max(_row_length(picked, c) for c in chains)
+    return rows + len(chunk) * max(len(s.completion_ids) for s in picked)
 
 
 def _minibatches(samples: list[Sample], n: int, rng: random.Random) -> list[list[int]]:
