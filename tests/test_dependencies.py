@@ -42,7 +42,7 @@ def test_requirements_pin_exactly_pyprojects_dependencies_and_extras():
     for name, version in pinned.items():
         assert declared[name].specifier.contains(version, prereleases=True), \
             f"requirements.txt pins {name}=={version}, outside pyproject's {declared[name]}"
-    assert set(PYPROJECT["optional-dependencies"]) == {"lab", "track", "dev"}
+    assert set(PYPROJECT["optional-dependencies"]) == {"lab", "track", "ray", "dev"}
 
 
 def test_the_colab_set_is_the_runtime_without_what_colab_brings():

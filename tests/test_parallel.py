@@ -101,3 +101,32 @@ def test_dispatch_order_is_longest_first_and_stable():
     cost = {"base": 1, "static": 3, "interactive": 5}
     assert dispatch_order(jobs, lambda job: cost[job[0]]) == [2, 4, 1, 0, 3]
     assert dispatch_order(jobs) == [0, 1, 2, 3, 4]
+
+
+def test_the_ray_backend_on_a_local_cluster():
+    """The same runs as Ray tasks (a local cluster of 2 CPUs here; a real one where RAY_ADDRESS names it): results
+    in job order, closures by value, a fresh process per job, a job's exception and a dead worker named."""
+    ray = pytest.importorskip("ray")
+    offset = torch.arange(3)
+    try:
+        out = map_runs(lambda k: ((offset * k).tolist(), os.getpid()), [2, 5, 1], processes=2, backend="ray",
+                       cost=lambda k: k)
+        assert [o[0] for o in out] == [[0, 2, 4], [0, 5, 10], [0, 1, 2]]
+        assert len({o[1] for o in out}) == 3 and os.getpid() not in {o[1] for o in out}   # a process per job
+
+        def boom(k):
+            raise KeyError(f"no such thing {k}")
+        with pytest.raises(KeyError, match="no such thing 3") as info:
+            map_runs(boom, [3], processes=2, backend="ray")
+        assert any("Ray task of job 0" in note for note in info.value.__notes__)
+
+        def killed(k):
+            if k == 1:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return k
+        with pytest.raises(RuntimeError, match=r"job 1 \(1\) died without a result"):
+            map_runs(killed, [0, 1], processes=2, backend="ray")
+        with pytest.raises(ValueError, match="local or ray"):
+            map_runs(abs, [1], backend="dask")
+    finally:
+        ray.shutdown()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection
+import os
 import pickle
 import traceback
 from collections.abc import Callable, Iterable
@@ -94,7 +95,8 @@ def start_method() -> str:
 
 
 def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None,
-             desc: str | None = None, cost: Callable[[Any], float] | None = None, method: str | None = None) -> list:
+             desc: str | None = None, cost: Callable[[Any], float] | None = None, method: str | None = None,
+             backend: str = "local", gpus_per_run: float = 0.0) -> list:
     """[fn(job) for job in jobs], in order; with processes > 1 each job runs in a fresh worker process of one torch
     thread, at most `processes` at a time. threads: torch threads of the serial loop (None: unchanged).
     An exception in a job is raised here, the worker's traceback added as a note; a worker that dies (killed, out of
@@ -106,12 +108,22 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
     anything, a notebook's closure included. A spawned one (once CUDA has started in this process) receives
     `fn` and its job pickled by value (cloudpickle: closures and the notebook objects they use, models included, are
     copied into each worker), and takes worker slot i's GPU (i modulo the visible GPUs) as its current device: the
-    models a job loads go there, objects it captured keep the device they had."""
+    models a job loads go there, objects it captured keep the device they had.
+    backend: "local" (the worker processes above) or "ray": the jobs go to a Ray cluster as tasks, at most
+    `processes` at a time, each in a fresh worker process (`max_calls=1`) with `fn` and its job by value; the
+    cluster is the one `RAY_ADDRESS` names, or the one this process already joined (`ray.init`), else a local one of
+    `processes` CPUs. gpus_per_run: the GPUs each Ray task reserves (0.5: two runs share one). Ray is an optional
+    extra (`pip install -e .[ray]`)."""
     from dialogrl.run import progress
 
     jobs = list(jobs)
     if processes < 1:
         raise ValueError(f"processes={processes}: must be >= 1")
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend={backend!r}: local or ray")
+    if backend == "ray":
+        with progress(total=len(jobs), desc=desc, enabled=desc is not None, unit="run") as bar:
+            return _map_ray(fn, jobs, processes, dispatch_order(jobs, cost), gpus_per_run, bar)
     method = method or start_method()
     if method not in ("fork", "spawn"):
         raise ValueError(f"method={method!r}: fork or spawn")
@@ -165,6 +177,48 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
             worker.kill()
             worker.join()
             receive.close()
+
+
+def _ray_task(payload: bytes) -> bytes:
+    """One job as a Ray task: `(fn, job)` by value in, its result as plain pickle bytes out."""
+    _init_worker()
+    fn, job = pickle.loads(payload)
+    return pickle.dumps(fn(job), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _map_ray(fn, jobs: list, processes: int, order: list[int], gpus_per_run: float, bar) -> list:
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("backend='ray' needs Ray: pip install -e .[ray] (or pip install ray)") from None
+    import cloudpickle
+
+    if not ray.is_initialized():
+        address = os.environ.get("RAY_ADDRESS")
+        ray.init(address=address, num_cpus=None if address else processes, include_dashboard=False,
+                 log_to_driver=False)
+    task = ray.remote(num_cpus=1, num_gpus=gpus_per_run, max_calls=1, max_retries=0)(_ray_task)
+    pending, running, out = order[::-1], {}, [None] * len(jobs)   # running: object ref -> job index
+    try:
+        while pending or running:
+            while pending and len(running) < processes:
+                i = pending.pop()
+                running[task.remote(cloudpickle.dumps((fn, jobs[i])))] = i
+            done, _ = ray.wait(list(running), num_returns=1)
+            i = running.pop(done[0])
+            try:
+                out[i] = _ticked(pickle.loads(ray.get(done[0])), bar)
+            except ray.exceptions.RayTaskError as e:   # the job raised: its own exception, the worker's traceback
+                error = e.cause if isinstance(e.cause, BaseException) else RuntimeError(str(e))
+                error.add_note(f"in map_runs' Ray task of job {i} ({jobs[i]!r}):\n{e}")
+                raise error from None
+            except ray.exceptions.RayError as e:       # the worker died (killed, out of memory) or the node went
+                raise RuntimeError(f"map_runs: the Ray task of job {i} ({jobs[i]!r}) died without a result: "
+                                   f"{type(e).__name__}: {e}") from None
+        return out
+    finally:
+        for ref in running:
+            ray.cancel(ref, force=True)
 
 
 def dispatch_order(jobs: list, cost: Callable[[Any], float] | None = None) -> list[int]:
