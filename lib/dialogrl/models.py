@@ -45,7 +45,7 @@ def resolve_precision(precision: str, device) -> str:
     if (precision == "bf16" and torch.device(device).type == "cuda" and torch.cuda.is_available()
             and not torch.cuda.is_bf16_supported(including_emulation=False)):
         warnings.warn("bf16 asked for, but this GPU has no bfloat16 (e.g. a T4 or V100): using fp16 instead "
-                      "(weights in float16, autocast in float16 with loss scaling in the trainer)", stacklevel=2)
+                      "(weights stay float32; the trainer autocasts in float16 with loss scaling)", stacklevel=2)
         return "fp16"
     return precision
 
@@ -165,15 +165,17 @@ def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device:
         folder (a str or a Path), or a hub id ('Qwen/Qwen2.5-0.5B-Instruct').
     adapters: names of LoRA adapters to add (one per role, say); the first is active. Empty: the plain model.
     device: 'auto' (cuda > mps > cpu) or a torch device string.
-    bf16: load weights in bfloat16 (for GPUs; CPU runs stay fp32 by default); float16, with a warning, on a GPU
-        without bfloat16 (`resolve_precision`).
+    bf16: load weights in bfloat16 (for GPUs; CPU runs stay fp32 by default); on a GPU without bfloat16
+        (`resolve_precision`: fp16, with a warning) the weights stay float32, never float16.
     use_unsloth: load through unsloth's FastLanguageModel when it is installed and CUDA is present; otherwise warn
         and fall back to transformers.
     Returns (model, tokenizer); the model is on `device` and in eval mode.
     """
     dev = choose_device(device)
     path = resolve_model_path(name)
-    dtype = HALF_DTYPES.get(resolve_precision("bf16" if bf16 else "no", dev), torch.float32)
+    # bf16 weights where bf16 runs; where it falls back to fp16 (a T4) the weights stay float32 (the trainer's fp16
+    # autocast and loss scaling give the speed): Qwen2-family activations overflow in float16 weights
+    dtype = torch.bfloat16 if resolve_precision("bf16" if bf16 else "no", dev) == "bf16" else torch.float32
     if use_unsloth and not _unsloth_usable(dev):
         warnings.warn("use_unsloth=True, but unsloth is not installed or no CUDA device is present: "
                       "loading with transformers instead", stacklevel=2)
