@@ -88,6 +88,11 @@ def test_cache_is_keyed_by_config_and_corpus(tmp_path, monkeypatch, toy_corpus):
     assert build_tiny(toy_corpus, small, name="toy") == first  # reused, not rebuilt
     assert (first / "tiny_build.json").stat().st_mtime == stamp
     assert first.parent == tmp_path / "tiny" and corpus_hash(toy_corpus, small) in first.name
+    killed = first.parent / f".{first.name}-x1y2z3"   # what a build killed mid-way (SIGKILL) leaves aside
+    (killed / "sft").mkdir(parents=True)
+    other = first.parent / ".tiny-other-0123456789abcdef-x1y2z3"   # another model's build: not this lock's
+    other.mkdir()
+    assert build_tiny(toy_corpus, small, name="toy") == first and not killed.exists() and other.exists()
     assert corpus_hash(make_toy_corpus(seed=1), small) != corpus_hash(toy_corpus, small)
 
 

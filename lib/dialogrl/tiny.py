@@ -245,6 +245,10 @@ def build_tiny(corpus: list[list[dict]], cfg: TinyConfig | None = None, out_dir:
     if out_dir is None:
         out_dir = cache_root() / "tiny" / f"{name}-{key}"
         with cache_lock(out_dir):
+            # a build killed before its own cleanup (SIGKILL, a lost session) left its folder aside; under this
+            # lock no other build of this model runs, so every such folder is stale
+            for stale in out_dir.parent.glob(f".{out_dir.name}-*"):
+                shutil.rmtree(stale, ignore_errors=True)
             if not (out_dir / "tiny_build.json").exists():
                 _build(corpus, cfg, out_dir, name, key)
         return out_dir
