@@ -36,6 +36,34 @@ def test_first_update_ratio_is_one_for_every_role_and_adapter(dond_toy_dir):
         assert (ratio - 1).abs().max().item() < 1e-4  # recomputed = sampled, token for token
 
 
+def test_half_precision_recomputes_the_behaviour_logprobs(dond_toy_dir):
+    """In bf16, step-by-step decoding and the update's full-sequence forward round apart, so the sampled log-probs
+    would put noise into every ratio; old_logprobs="auto" then takes them from the update's own forward (ratio 1 to
+    float error). In float32 the sampled ones are kept (the test above: equal to 1e-4)."""
+    from dialogrl.models import use_adapter
+
+    model, tok = load_model(str(dond_toy_dir), adapters=["A", "B"], device="cpu", lora_r=4, bf16=True)
+    roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2), "B": RoleSpec(adapter="B", trainable=True, lr=1e-2)}
+    trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=1, scenarios_per_step=2, group_size=2,
+                                                           max_new_tokens=12))
+    seed_everything(3)
+    episodes, groups = trainer.rollout(0)
+    samples = trainer.samples(episodes, groups)["A"]
+
+    def gap(batch):
+        use_adapter(model, "A")
+        with torch.no_grad():
+            res = trainer.token_logprobs(batch)
+        return ((res["logp"] - res["old"]).abs() * res["mask"]).max().item()
+    recomputed = trainer.recompute_logprobs("A", samples)
+    assert trainer._recompute_old() and gap(recomputed) < 1e-6 < gap(samples)
+    assert [s.completion_ids for s in recomputed] == [s.completion_ids for s in samples]
+    assert not make_trainer(dond_toy_dir)._recompute_old()                       # float32: the sampled ones
+    assert make_trainer(dond_toy_dir, old_logprobs="recompute")._recompute_old()
+    with pytest.raises(ValueError, match="old_logprobs='fresh'"):
+        TrainConfig(old_logprobs="fresh")
+
+
 def test_packed_turns_score_as_each_turn_alone(dond_toy_dir):
     """A role's turns of one game are packed into one sequence (its prompts continue each other token for token)
     and score exactly as each turn's own forward pass, critic values included; a sample that does not continue

@@ -63,8 +63,9 @@ RATIO_LEVELS = ("token", "utterance")
 LR_SCHEDULES = ("constant", "linear")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
 TRACKERS = ("none", "tensorboard", "wandb")
+OLD_LOGPROBS = ("auto", "sampling", "recompute")
 CHOICES = {"algorithm": ALGORITHMS, "ratio_level": RATIO_LEVELS, "lr_schedule": LR_SCHEDULES,
-           "mixed_precision": MIXED_PRECISIONS, "report_to": TRACKERS}
+           "mixed_precision": MIXED_PRECISIONS, "report_to": TRACKERS, "old_logprobs": OLD_LOGPROBS}
 
 
 @dataclass
@@ -117,6 +118,10 @@ class TrainConfig:
     temperature: float = 1.0          # sampling temperature of the policies
     max_grad_norm: float = 1.0
     mixed_precision: str = "no"       # no | bf16 | fp16 autocast in the update ("no": accelerate launch's setting)
+    old_logprobs: str = "auto"        # the ratio's denominator: sampling (the log-probs the rollout sampled with) |
+                                      # recompute (the update's own forward, before its first step) | auto: recompute
+                                      # where the two differ beyond float error (half-precision weights or autocast:
+                                      # step-by-step decoding and a full-sequence pass round apart)
     save_every: int = 0               # checkpoint every k steps into train(checkpoint_dir=...) (0: only at the end)
     report_to: str = "none"           # none | tensorboard | wandb (imported only when chosen)
     log_dir: str | None = None        # where the report_to tracker writes; None: tracking/ in the run folder of the
@@ -370,6 +375,25 @@ class Trainer:
             precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
         return resolve_precision(precision, self.accelerator.device) if precision in HALF_DTYPES else "no"
 
+    def _recompute_old(self) -> bool:
+        if self.config.old_logprobs != "auto":
+            return self.config.old_logprobs == "recompute"
+        return self._precision() != "no" or next(self.model.parameters()).dtype in (torch.float16, torch.bfloat16)
+
+    @torch.no_grad()
+    def recompute_logprobs(self, adapter: str, samples: list[Sample]) -> list[Sample]:
+        """The samples with their behaviour log-probs from the update's own forward (the path's adapter, before its
+        first step), so that the first ratio is 1 to float error whatever precision the rollout decoded in."""
+        use_adapter(self.model, adapter)
+        self.model.eval()
+        out = list(samples)
+        for chunk in _chunk_chains(samples, self.config.minibatch_turns, self.config.minibatch_tokens):
+            logp = self.token_logprobs([samples[i] for i in chunk])["logp"].float().cpu()
+            for b, i in enumerate(chunk):
+                n = len(samples[i].completion_ids)
+                out[i] = dataclasses.replace(samples[i], logprobs=logp[b, logp.shape[1] - n:].tolist())
+        return out
+
     def _autocast(self):
         precision = self._precision()
         if precision == "no":
@@ -495,6 +519,9 @@ class Trainer:
         if global_sum(n_tokens) == 0:
             return stats
         head = set(self.critics[adapter].parameters()) if adapter in self.critics else set()
+        if self._recompute_old():
+            samples = self.recompute_logprobs(adapter, samples)
+            self.model.train()
         for epoch in range(cfg.epochs_per_step):
             # the minibatch split's own stream (dialogrl.seeds), keyed by what it is for: a resumed run replays it
             rng = random.Random(stream_seed("minibatches", cfg.seed, self.step_count, adapter, epoch))
