@@ -224,3 +224,27 @@ def test_wrapped_counterparts_stream_with_the_batch(dond_lm, counterpart):
     batches = 3 if counterpart == "population" else 2   # the policy's and each language-model member's
     assert streamed.n <= batches * max(alone) < blocked.n   # at 64 games the blocking calls are past that bound
     assert all(e.state.done for e in episodes)
+
+
+def test_a_cap_on_live_games_bounds_the_batches_and_changes_no_game(dond_lm):
+    """play(max_live=k) starts the next game as one ends: never more than k games in the agents' batches (their KV
+    caches), and seeded games play exactly as they do all at once."""
+    model, tok = dond_lm
+
+    def agents():
+        return {"A": LMAgent(model, tok, max_new_tokens=16), "B": LMAgent(model, tok, max_new_tokens=16, name="b")}
+
+    scenarios = TASK.sample_scenarios(12, seed=4)
+    seeds = [stream_seed("eval-games", 0, i) for i in range(len(scenarios))]
+    free = play(TASK, agents(), scenarios, seeds=seeds)
+    made, rows = agents(), []
+    for agent in made.values():
+        def submit(requests, inner=agent.submit):
+            inner(requests)
+            rows.append(sum(len(a._batch or []) for a in made.values()))   # rows live or queued, both agents
+        agent.submit = submit
+    capped = play(TASK, made, scenarios, seeds=seeds, max_live=3)
+    assert games(capped) == games(free) and logprobs(capped) == pytest.approx(logprobs(free), abs=1e-5)
+    assert max(rows) <= 3 and len(rows) > 12
+    with pytest.raises(ValueError, match="max_live=0"):
+        play(TASK, agents(), scenarios, seeds=seeds, max_live=0)

@@ -247,7 +247,7 @@ def game_rows(task: Task, episodes: Sequence[Episode], seat: str, **labels) -> l
 def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, Agent],
                scenarios: Sequence | Mapping[str, Sequence],
                seats: Sequence[str] | None = None, seed: int = 0, transcripts: str | Path | None = None,
-               n_transcripts: int = 3, return_episodes: bool = False
+               n_transcripts: int = 3, return_episodes: bool = False, max_live: int | None = None
                ) -> pd.DataFrame | tuple[pd.DataFrame, dict[tuple[str, str, str], list[Episode]]]:
     """Play every policy against every counterpart, in every seat, on the same scenarios.
 
@@ -258,6 +258,7 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
     scenarios: the same for every counterpart, or a mapping {counterpart: its own scenarios} (e.g. scenarios that
     name the counterpart's profile, or fewer for a costly one).
     With `transcripts`, the first `n_transcripts` games of every cell are appended to that JSONL file.
+    max_live: at most this many games of a cell at once (`rollout.play`: bounds the KV caches; the same games).
     """
     seats = tuple(seats or task.roles)
     rows, played = [], {}
@@ -266,7 +267,7 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
             for seat in seats:
                 agents = {seat: policy, task.other(seat): counterpart}
                 mine = scenarios[cname] if isinstance(scenarios, Mapping) else scenarios
-                episodes = play(task, agents, mine, seeds=eval_seeds(seed, mine, seat, cname))
+                episodes = play(task, agents, mine, seeds=eval_seeds(seed, mine, seat, cname), max_live=max_live)
                 rows += game_rows(task, episodes, seat, policy=pname, counterpart=cname)
                 if return_episodes:
                     played[pname, cname, seat] = episodes

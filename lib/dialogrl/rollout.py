@@ -45,13 +45,18 @@ class Episode:
 
 
 def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: int = 1000,
-         seeds: Sequence[int] | None = None) -> list[Episode]:
+         seeds: Sequence[int] | None = None, max_live: int | None = None) -> list[Episode]:
     """Play one game per scenario with `agents[role]` speaking for each role; returns the finished Episodes.
 
     seeds: one per scenario, each game's own seed (GameState.seed; e.g. seeds.stream_seed("eval-games", ...)), or
     None (games without seeds: see the module docstring).
     max_turns guards against a task that never ends a game (a RuntimeError past that many turns in one game).
+    max_live: at most this many games at once (the others start, in order, as games end), which bounds the KV
+    caches the batches hold: an evaluation cell of hundreds of games on a GPU. None: all at once. Seeded games play
+    the same either way.
     """
+    if max_live is not None and max_live < 1:
+        raise ValueError(f"max_live={max_live!r}: must be >= 1 (or None: every game at once)")
     missing = [r for r in task.roles if r not in agents]
     if missing:
         raise ValueError(f"no agent for role(s) {missing}; the task's roles are {task.roles}")
@@ -95,8 +100,18 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
                     record(i, agent, said)
                     games.append(i)
 
-    dispatch(list(range(len(states))))
-    while any(a.busy() for a in streaming):
+    waiting = list(range(len(states)))[::-1]   # games not started yet, popped in order
+
+    def admit() -> None:
+        """Start waiting games while fewer than max_live are running."""
+        if not waiting:
+            return
+        n = len(states) - len(waiting)
+        free = len(waiting) if max_live is None else max_live - sum(not s.done for s in states[:n])
+        dispatch([waiting.pop() for _ in range(min(max(free, 0), len(waiting)))])
+
+    admit()
+    while waiting or any(a.busy() for a in streaming):
         for agent in streaming:
             if agent.busy():
                 ended = []
@@ -104,6 +119,7 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
                     record(index[id(request.state)], agent, said)
                     ended.append(index[id(request.state)])
                 dispatch(ended)
+        admit()
     for agent in {id(a): a for a in agents.values()}.values():
         agent.clear_cache()  # e.g. the finished games' KV caches
     return [Episode(s, _agent_names(task, agents, s), task.outcome(s)) for s in states]
