@@ -8,7 +8,7 @@ import torch
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import adapter_parameters, load_model
-from dialogrl.rl.trainer import ALGORITHMS, CHOICES, RoleSpec, TrainConfig, Trainer
+from dialogrl.rl.trainer import ALGORITHMS, CHOICES, RoleSpec, TrainConfig, Trainer, _chunk_chains
 from dialogrl.run import MetricsLogger, read_metrics, seed_everything
 
 TASK = DealOrNoDeal()
@@ -64,6 +64,31 @@ def test_half_precision_recomputes_the_behaviour_logprobs(dond_toy_dir):
         TrainConfig(old_logprobs="fresh")
 
 
+def test_the_kl_reference_is_the_base_model_scored_once_a_rollout(dond_toy_dir):
+    """The KL's reference log-probs come from one pass of the frozen base model before the update (stored on the
+    samples), not from a pass per chunk and epoch beside the chunk's graph; the path's adapter is active after."""
+    from dialogrl.models import base_model
+
+    trainer = make_trainer(dond_toy_dir, kl_coef=0.1, epochs_per_step=2)
+    seed_everything(9)
+    episodes, groups = trainer.rollout(0)
+    samples = trainer.samples(episodes, groups)["A"]
+    for s in samples:
+        s.advantage = 1.0
+    refs = trainer.recompute_logprobs("A", samples, reference=True)
+    assert trainer.model.active_adapter == "A"
+    with torch.no_grad(), base_model(trainer.model):
+        direct = trainer.token_logprobs(samples)
+    for b, s in enumerate(refs):
+        n = len(s.completion_ids)
+        assert s.ref_logprobs == pytest.approx(direct["logp"][b, direct["logp"].shape[1] - n:].tolist(), abs=1e-6)
+    passes, score = [], trainer.token_logprobs
+    trainer.token_logprobs = lambda batch, *a, **k: passes.append(len(batch)) or score(batch, *a, **k)
+    stats = trainer.update("A", samples)
+    chunks = len(_chunk_chains(samples, trainer.config.minibatch_turns))
+    assert len(passes) == chunks * (1 + 2) and stats["kl"] > 0   # one reference pass, then two epochs
+
+
 def test_packed_turns_score_as_each_turn_alone(dond_toy_dir):
     """A role's turns of one game are packed into one sequence (its prompts continue each other token for token)
     and score exactly as each turn's own forward pass, critic values included; a sample that does not continue
@@ -109,7 +134,7 @@ def test_chunks_sized_in_tokens_give_the_same_update(dond_toy_dir, level):
         seed_everything(8)
         seen = []
         for opt in trainer.optimizers.values():   # the gradient each optimizer step applies (Adam's first step is
-            def step(*args, opt=opt, inner=opt.step, **kwargs):   # about lr x its sign: compare gradients)
+            def step(*args, opt=opt, inner=opt.step, seen=seen, **kwargs):   # about lr x its sign: compare grads)
                 seen.extend(p.grad.clone() for group in opt.param_groups for p in group["params"])
                 return inner(*args, **kwargs)
             opt.step = step

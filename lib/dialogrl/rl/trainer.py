@@ -179,6 +179,7 @@ class Sample:
     advantage: float
     value: float = 0.0
     ret: float = 0.0
+    ref_logprobs: list[float] | None = None   # the completion under the frozen base model (the KL's reference)
 
 
 class ValueHead(torch.nn.Module):
@@ -381,17 +382,24 @@ class Trainer:
         return self._precision() != "no" or next(self.model.parameters()).dtype in (torch.float16, torch.bfloat16)
 
     @torch.no_grad()
-    def recompute_logprobs(self, adapter: str, samples: list[Sample]) -> list[Sample]:
-        """The samples with their behaviour log-probs from the update's own forward (the path's adapter, before its
-        first step), so that the first ratio is 1 to float error whatever precision the rollout decoded in."""
-        use_adapter(self.model, adapter)
+    def recompute_logprobs(self, adapter: str | None, samples: list[Sample], reference: bool = False
+                           ) -> list[Sample]:
+        """The samples with their completions' log-probs from the update's own forward: as their behaviour
+        log-probs (the path's adapter, before its first step: the first ratio is then 1 to float error whatever
+        precision the rollout decoded in), or with `reference` as `ref_logprobs` (the frozen base model: the KL's
+        reference, computed once a rollout)."""
         self.model.eval()
         out = list(samples)
-        for chunk in _chunk_chains(samples, self.config.minibatch_turns, self.config.minibatch_tokens):
-            logp = self.token_logprobs([samples[i] for i in chunk])["logp"].float().cpu()
-            for b, i in enumerate(chunk):
-                n = len(samples[i].completion_ids)
-                out[i] = dataclasses.replace(samples[i], logprobs=logp[b, logp.shape[1] - n:].tolist())
+        with base_model(self.model) if reference else contextlib.nullcontext():
+            if not reference:
+                use_adapter(self.model, adapter)
+            for chunk in _chunk_chains(samples, self.config.minibatch_turns, self.config.minibatch_tokens):
+                logp = self.token_logprobs([samples[i] for i in chunk])["logp"].float().cpu()
+                for b, i in enumerate(chunk):
+                    lp = logp[b, logp.shape[1] - len(samples[i].completion_ids):].tolist()
+                    out[i] = dataclasses.replace(samples[i], **{"ref_logprobs" if reference else "logprobs": lp})
+        if reference and adapter is not None:
+            use_adapter(self.model, adapter)
         return out
 
     def _autocast(self):
@@ -521,7 +529,9 @@ class Trainer:
         head = set(self.critics[adapter].parameters()) if adapter in self.critics else set()
         if self._recompute_old():
             samples = self.recompute_logprobs(adapter, samples)
-            self.model.train()
+        if kl_coef:   # the reference pass once per rollout, before any chunk holds a graph (not per chunk and epoch)
+            samples = self.recompute_logprobs(adapter, samples, reference=True)
+        self.model.train()
         for epoch in range(cfg.epochs_per_step):
             # the minibatch split's own stream (dialogrl.seeds), keyed by what it is for: a resumed run replays it
             rng = random.Random(stream_seed("minibatches", cfg.seed, self.step_count, adapter, epoch))
@@ -558,8 +568,9 @@ class Trainer:
                         stats["value_loss"] += vl.item() * share
                         stats["value"] += res["value"].mean().item() * share
                     if kl_coef:
-                        with torch.no_grad(), base_model(self.model):  # token_logprobs autocasts itself
-                            ref = self.token_logprobs(chunk)["logp"]
+                        ref = torch.zeros_like(logp)
+                        for b, s in enumerate(chunk):
+                            ref[b, ref.shape[1] - len(s.ref_logprobs):] = torch.tensor(s.ref_logprobs)
                         kl = masked_mean(kl_k3(logp, ref), mask)
                         total = total + kl_coef * kl * weight
                         stats["kl"] += kl.item() * share
