@@ -21,7 +21,6 @@ Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_alloc
              used anywhere in the library, so none is measured
   update     one training step of each algorithm (grpo, rloo, ppo with its critic), both roles trainable, bf16 autocast
              in the update: rollout and update seconds of the second step, dialogues per update second
-  unsloth    the same load and one grpo step through unsloth's FastLanguageModel, when unsloth is installed
   notebooks  each notebook at its `gpu` profile with the embedded models in place of the hub models and the smoke
              profile's sizes (papermill; wall time, and whether it wrote its summary.json)
 The last lines are a markdown table (paste it into papers/README.md with the date and the GPU) and the JSON's path.
@@ -160,7 +159,7 @@ def rollout_stage(row: dict, path: str, device: str, games: int, max_new_tokens:
 
 
 def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: int, group: int,
-                 max_new_tokens: int, half: bool, use_unsloth: bool = False) -> None:
+                 max_new_tokens: int, half: bool) -> None:
     from dialogrl.envs import make_task
     from dialogrl.models import load_model
     from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
@@ -168,7 +167,7 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
 
     task = make_task("dealnodeal")
     seed_everything(0)
-    model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=half, use_unsloth=use_unsloth)
+    model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=half)
     roles = {r: RoleSpec(adapter=r, trainable=True, lr=1e-4) for r in task.roles}
     cfg = TrainConfig(steps=2, scenarios_per_step=scenarios, group_size=group, algorithm=algorithm, kl_coef=0.05,
                       max_new_tokens=max_new_tokens, mixed_precision="bf16" if device == "cuda" else "no",
@@ -297,16 +296,6 @@ def main(argv: list[str] | None = None) -> int:
             with Stage(report, f"update-{algorithm}", device) as row:
                 row["dialogues"] = scenarios * group
                 update_stage(row, lib_model, device, algorithm, scenarios, group, max_new, half)
-        try:
-            import unsloth  # noqa: F401
-            have_unsloth = device == "cuda"
-        except ImportError:
-            have_unsloth = False
-        if have_unsloth:
-            with Stage(report, "unsloth-grpo", device) as row:
-                update_stage(row, lib_model, device, "grpo", scenarios, group, max_new, half, use_unsloth=True)
-        else:
-            report["stages"].append({"stage": "unsloth", "seconds": 0.0, "skipped": "not installed or no CUDA"})
     out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     for stem in notebooks:
         with Stage(report, f"notebook-{stem}", device) as row:

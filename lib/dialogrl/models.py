@@ -157,8 +157,7 @@ def load_tokenizer(name: str):
 
 
 def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device: str = "auto", bf16: bool = False,
-               use_unsloth: bool = False, lora_r: int = 8, lora_alpha: int = 16, lora_dropout: float = 0.0,
-               max_seq_length: int = 2048):
+               lora_r: int = 8, lora_alpha: int = 16, lora_dropout: float = 0.0):
     """Load a causal LM and its tokenizer; optionally add named LoRA adapters.
 
     name: an embedded tiny name ('tiny-dond'), a packaged pretrained model ('smollm2-135m-instruct'), a local
@@ -167,8 +166,6 @@ def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device:
     device: 'auto' (cuda > mps > cpu) or a torch device string.
     bf16: load weights in bfloat16 (for GPUs; CPU runs stay fp32 by default); on a GPU without bfloat16
         (`resolve_precision`: fp16, with a warning) the weights stay float32, never float16.
-    use_unsloth: load through unsloth's FastLanguageModel when it is installed and CUDA is present; otherwise warn
-        and fall back to transformers.
     Returns (model, tokenizer); the model is on `device` and in eval mode.
     """
     dev = choose_device(device)
@@ -176,34 +173,15 @@ def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device:
     # bf16 weights where bf16 runs; where it falls back to fp16 (a T4) the weights stay float32 (the trainer's fp16
     # autocast and loss scaling give the speed): Qwen2-family activations overflow in float16 weights
     dtype = torch.bfloat16 if resolve_precision("bf16" if bf16 else "no", dev) == "bf16" else torch.float32
-    if use_unsloth and not _unsloth_usable(dev):
-        warnings.warn("use_unsloth=True, but unsloth is not installed or no CUDA device is present: "
-                      "loading with transformers instead", stacklevel=2)
-        use_unsloth = False
-    if use_unsloth:
-        from unsloth import FastLanguageModel
+    from transformers import AttentionInterface, AutoModelForCausalLM
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-        model, tok = FastLanguageModel.from_pretrained(path, max_seq_length=max_seq_length, dtype=dtype,
-                                                       load_in_4bit=False)
-        if adapters:
-            model = FastLanguageModel.get_peft_model(model, r=lora_r, lora_alpha=lora_alpha,
-                                                     lora_dropout=lora_dropout, target_modules=list(LORA_TARGETS))
-            _rename_first_adapter(model, adapters[0])
-            for extra in adapters[1:]:
-                model.add_adapter(extra, _lora_config(lora_r, lora_alpha, lora_dropout))
-            use_adapter(model, adapters[0])
-    else:
-        from transformers import AutoModelForCausalLM
-
-        tok = load_tokenizer(path)
-        from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
-        AttentionInterface.register("sdpa_grouped", sdpa_grouped)
-        AttentionMaskInterface.register("sdpa_grouped", sdpa_mask)   # the same masks as "sdpa"
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa_grouped").to(dev)
-        if adapters:
-            model = add_adapters(model, adapters, r=lora_r, alpha=lora_alpha, dropout=lora_dropout)
+    tok = load_tokenizer(path)
+    AttentionInterface.register("sdpa_grouped", sdpa_grouped)
+    AttentionMaskInterface.register("sdpa_grouped", sdpa_mask)   # the same masks as "sdpa"
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa_grouped").to(dev)
+    if adapters:
+        model = add_adapters(model, adapters, r=lora_r, alpha=lora_alpha, dropout=lora_dropout)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"  # batched generation pads on the left
@@ -211,27 +189,11 @@ def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device:
     return model, tok
 
 
-def _unsloth_usable(dev: torch.device) -> bool:
-    if dev.type != "cuda":
-        return False
-    try:
-        import unsloth  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def _lora_config(r: int, alpha: int, dropout: float):
     from peft import LoraConfig
 
     return LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(LORA_TARGETS),
                       bias="none", task_type="CAUSAL_LM")
-
-
-def _rename_first_adapter(model, name: str) -> None:
-    if name != "default":
-        model.add_adapter(name, model.peft_config["default"])
-        model.delete_adapter("default")
 
 
 def add_adapters(model, names: Sequence[str], r: int = 8, alpha: int = 16, dropout: float = 0.0, init_seed: int = 0):

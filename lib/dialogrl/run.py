@@ -40,7 +40,7 @@ TRAIN_CONFIGS = "train_configs.jsonl"  # one line per trainer run in a run folde
 
 # packages whose versions go into env.json
 _TRACKED_PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers",
-                     "numpy", "scipy", "pandas", "seaborn", "papermill", "unsloth", "dialogrl")
+                     "numpy", "scipy", "pandas", "seaborn", "papermill", "dialogrl")
 
 
 def seed_everything(seed: int, deterministic: bool = True) -> int:
