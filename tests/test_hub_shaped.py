@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.hub import HUB_CONFIGS, hub_config, hub_shaped_model, kv_bytes_per_token
+from dialogrl.hub import HUB_CONFIGS, hub_config, kv_bytes_per_token
+from dialogrl.models import hub_shaped_model
 
 TOY = {"num_hidden_layers": 2, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4,
        "num_key_value_heads": 2}

@@ -23,8 +23,8 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 
 # The hub models the `gpu` profiles name, as their config.json files give them (the sizes that set memory and time;
-# the weights are not needed to measure either): `hub_shaped_model` builds a model of this shape with random weights,
-# offline, for the GPU checks and the memory model.
+# the weights are not needed to measure either): `models.hub_shaped_model` builds a model of this shape with random
+# weights, offline, for the GPU checks and the memory model.
 HUB_CONFIGS: dict[str, dict] = {
     "Qwen/Qwen2.5-0.5B-Instruct": {
         "model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
@@ -55,30 +55,3 @@ def kv_bytes_per_token(config, bytes_per_value: int = 2) -> int:
     """The KV cache one token takes in every layer: layers x (key, value) x kv heads x head dim x bytes."""
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     return config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * bytes_per_value
-
-
-def hub_shaped_model(hub_id: str, device: str = "cpu", bf16: bool = False, seed: int = 0, **overrides):
-    """A model of a hub model's shape (its committed config, `overrides` applied) with random weights, and a
-    tokenizer for it, built offline: the packaged SmolLM2 tokenizer (its 49,152 ids fit every config here) with the
-    family's chat template (SmolLM2's own; Qwen2.5's from TRL's shipped templates). Returns (model, tokenizer), the
-    model on `device` in eval mode: what `models.load_model` gives for the real one, for measuring memory and time.
-    A random model samples from its whole vocabulary; ids past the tokenizer's decode to nothing, so its turns read
-    short, while its token counts, cache and logits are the real model's size."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from dialogrl.models import load_tokenizer, resolve_precision
-    from dialogrl.packaged import packaged_model_path
-
-    config = hub_config(hub_id, **overrides)
-    tok = load_tokenizer(str(packaged_model_path("smollm2-135m-instruct")))
-    if config.model_type == "qwen2":
-        from importlib.resources import files
-
-        tok.chat_template = (files("trl") / "chat_templates" / "qwen2_5.jinja").read_text()
-    dev = torch.device(device)
-    dtype = torch.bfloat16 if bf16 and resolve_precision("bf16", dev) == "bf16" else torch.float32
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-    return model.to(dev).eval(), tok

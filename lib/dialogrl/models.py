@@ -284,3 +284,29 @@ def adapter_parameters(model, name: str) -> dict[str, torch.nn.Parameter]:
         raise ValueError(f"no adapter {name!r} on this model; adapters: {sorted(model.peft_config)}")
     key = f".{name}."
     return {n: p for n, p in model.named_parameters() if key in n and "lora_" in n}
+
+
+def hub_shaped_model(hub_id: str, device: str = "cpu", bf16: bool = False, seed: int = 0, **overrides):
+    """A model of a hub model's shape (its committed config, `overrides` applied) with random weights, and a
+    tokenizer for it, built offline: the packaged SmolLM2 tokenizer (its 49,152 ids fit every config here) with the
+    family's chat template (SmolLM2's own; Qwen2.5's from TRL's shipped templates). Returns (model, tokenizer), the
+    model on `device` in eval mode: what `models.load_model` gives for the real one, for measuring memory and time.
+    A random model samples from its whole vocabulary; ids past the tokenizer's decode to nothing, so its turns read
+    short, while its token counts, cache and logits are the real model's size."""
+    from transformers import AutoModelForCausalLM
+
+    from dialogrl.hub import hub_config
+    from dialogrl.packaged import packaged_model_path
+
+    config = hub_config(hub_id, **overrides)
+    tok = load_tokenizer(str(packaged_model_path("smollm2-135m-instruct")))
+    if config.model_type == "qwen2":
+        from importlib.resources import files
+
+        tok.chat_template = (files("trl") / "chat_templates" / "qwen2_5.jinja").read_text()
+    dev = torch.device(device)
+    dtype = torch.bfloat16 if bf16 and resolve_precision("bf16", dev) == "bf16" else torch.float32
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+    return model.to(dev).eval(), tok
