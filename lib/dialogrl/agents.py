@@ -299,13 +299,9 @@ class VerbalizedSampling(StreamingAgent):
         return done
 
     def act(self, requests: Sequence[ActRequest]) -> list[str]:
-        self.submit(requests)
-        said = {}
-        while self.busy():
-            for r, u in self.advance():
-                said[id(r)] = u.text
+        said = super().act(requests)
         self.lm.clear_cache(finished_only=True)
-        return [said[id(r)] for r in requests]
+        return said
 
     def clear_cache(self) -> None:
         self.lm.clear_cache()

@@ -88,14 +88,6 @@ class LMCounterpart(StreamingAgent):
         texts = self.decide([r for r, _, _ in items], [t for _, t, _ in items], [x for _, _, x in items])
         return [(r, Utterance(text)) for (r, _, _), text in zip(items, texts)]
 
-    def act(self, requests: Sequence[ActRequest]) -> list[str]:
-        self.submit(requests)
-        said = {}
-        while self.busy():
-            for r, u in self.advance():
-                said[id(r)] = u.text
-        return [said[id(r)] for r in requests]
-
     def decide(self, requests, talks, texts) -> list[str]:
         """Each turn's text with the marker its decision chose appended (none where the model wrote a marker of its
         own: the rules read that one); the questions of all these games asked in one batch per round."""

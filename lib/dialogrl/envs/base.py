@@ -327,6 +327,15 @@ class StreamingAgent(Agent):
         """One step of the running batch; the (request, utterance) pairs whose turn ended."""
         raise NotImplementedError
 
+    def act(self, requests: Sequence[ActRequest]) -> list:
+        """One batch outside the rollout engine: submit, advance until every turn ended; the texts in order."""
+        self.submit(requests)
+        said = {}
+        while self.busy():
+            for r, u in self.advance():
+                said[id(r)] = getattr(u, "text", u)
+        return [said[id(r)] for r in requests]
+
 
 @dataclass
 class Population(StreamingAgent):

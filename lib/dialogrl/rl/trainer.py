@@ -804,12 +804,18 @@ def _chunk_chains(samples: list[Sample], size: int, max_tokens: int | None = Non
     the order does not change the update."""
     chains = sorted(_chains(samples), key=lambda c: _row_length(samples, c))
     chunks: list[list[int]] = []
+    rows = longest_completion = 0   # the open chunk's chains and longest completion: its tokens counted as it grows
     for c in chains:
-        if chunks and len(chunks[-1]) + len(c) <= size and (
-                max_tokens is None or chunk_tokens(samples, chunks[-1] + c) <= max_tokens):
+        completion = max(len(samples[i].completion_ids) for i in c)
+        # the chains come shortest first, so this one's row is the chunk's longest (chunk_tokens, without re-chaining)
+        tokens = ((rows + 1) * _row_length(samples, c)
+                  + (len(chunks[-1]) + len(c) if chunks else 0) * max(longest_completion, completion))
+        if chunks and len(chunks[-1]) + len(c) <= size and (max_tokens is None or tokens <= max_tokens):
             chunks[-1] += c
+            rows, longest_completion = rows + 1, max(longest_completion, completion)
         else:
             chunks.append(list(c))
+            rows, longest_completion = 1, completion
     return chunks
 
 
