@@ -72,6 +72,16 @@ def sdpa_grouped(module, query, key, value, attention_mask, dropout: float = 0.0
     return out.transpose(1, 2).contiguous(), None
 
 
+def attention() -> str:
+    """The attention implementation every model here loads with: `sdpa_grouped`, registered with transformers."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register("sdpa_grouped", sdpa_grouped)
+    AttentionMaskInterface.register("sdpa_grouped", sdpa_mask)   # the same masks as "sdpa"
+    return "sdpa_grouped"
+
+
 def _embedded_names() -> list[str]:
     from dialogrl.tiny import TINY_MODELS
 
@@ -173,13 +183,10 @@ def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device:
     # bf16 weights where bf16 runs; where it falls back to fp16 (a T4) the weights stay float32 (the trainer's fp16
     # autocast and loss scaling give the speed): Qwen2-family activations overflow in float16 weights
     dtype = torch.bfloat16 if resolve_precision("bf16" if bf16 else "no", dev) == "bf16" else torch.float32
-    from transformers import AttentionInterface, AutoModelForCausalLM
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    from transformers import AutoModelForCausalLM
 
     tok = load_tokenizer(path)
-    AttentionInterface.register("sdpa_grouped", sdpa_grouped)
-    AttentionMaskInterface.register("sdpa_grouped", sdpa_mask)   # the same masks as "sdpa"
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="sdpa_grouped").to(dev)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention()).to(dev)
     if adapters:
         model = add_adapters(model, adapters, r=lora_r, alpha=lora_alpha, dropout=lora_dropout)
     if tok.pad_token is None:
@@ -308,5 +315,5 @@ def hub_shaped_model(hub_id: str, device: str = "cpu", bf16: bool = False, seed:
     dtype = torch.bfloat16 if bf16 and resolve_precision("bf16", dev) == "bf16" else torch.float32
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype, attn_implementation=attention())
     return model.to(dev).eval(), tok
