@@ -22,7 +22,7 @@ LAYERS = {
              "parallel"],
     "rollout": ["rollout"],
     "games": ["envs", "envs.*"],
-    "models": ["tiny", "models", "packaged", "trl_compat"],
+    "models": ["tiny", "models", "packaged", "trl_compat", "estimate"],
     "agents": ["agents", "counterpart", "sampling", "fastdecode"],
     "rl": ["rl", "rl.*", "calibration"],
     "evaluate": ["evaluate", "collapse", "theory", "claims", "room", "plots", "compare"],

@@ -1,0 +1,59 @@
+"""The memory model (dialogrl.estimate): its parameter counts against the models themselves, and its prediction of
+an update's peak against the peak measured on CPU (tests/scripts/update_peak.py), in float32 and under bf16."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dialogrl.estimate import decode_memory, lora_param_count, param_count, update_memory
+from dialogrl.hub import HUB_CONFIGS, hub_config, kv_bytes_per_token
+from dialogrl.models import add_adapters, hub_shaped_model
+
+SCRIPT = Path(__file__).parent / "scripts" / "update_peak.py"
+
+
+@pytest.mark.parametrize("hub_id", sorted(HUB_CONFIGS))
+def test_parameter_counts_are_the_models_own(hub_id):
+    model, _ = hub_shaped_model(hub_id, num_hidden_layers=1, vocab_size=4096)
+    assert param_count(model.config) == sum(p.numel() for p in model.parameters())
+    model = add_adapters(model, ["policy"], r=4)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert lora_param_count(model.config, 4) == trained
+
+
+def test_the_largest_configs_count_as_published():   # 0.49B, 1.54B, 1.71B
+    counts = {h: param_count(hub_config(h)) for h in HUB_CONFIGS}
+    assert counts["Qwen/Qwen2.5-0.5B-Instruct"] == 494_032_768
+    assert round(counts["Qwen/Qwen2.5-1.5B-Instruct"] / 1e9, 2) == 1.54
+    assert round(counts["HuggingFaceTB/SmolLM2-1.7B-Instruct"] / 1e9, 2) == 1.71
+
+
+def test_decoding_memory_is_weights_cache_and_logits():
+    config = hub_config("Qwen/Qwen2.5-0.5B-Instruct")
+    m = decode_memory(config, context_tokens=1000, rows=8, precision="bf16")
+    assert m["kv_cache"] == 1000 * kv_bytes_per_token(config, 2) == 1000 * 12 * 1024
+    assert m["weights"] == 2 * 494_032_768
+    assert m["total"] == m["weights"] + m["kv_cache"] + m["logits"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="measures the peak resident set (Linux)")
+@pytest.mark.parametrize("precision, layers, games, turns, prompt, completion", [
+    ("no", 2, 4, 3, 200, 48),      # logits dominate
+    ("bf16", 3, 8, 2, 300, 16),    # activations dominate, bf16 weights and autocast (the gpu profiles' path)
+])
+def test_an_updates_peak_memory_is_predicted_within_30_percent(precision, layers, games, turns, prompt, completion):
+    hub_id = "Qwen/Qwen2.5-0.5B-Instruct"
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}   # freed blocks leave the resident set
+    out = subprocess.run([sys.executable, str(SCRIPT), hub_id, *map(str, (layers, games, turns, prompt, completion)),
+                          precision], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    m = update_memory(hub_config(hub_id, num_hidden_layers=layers), measured["row_tokens"],
+                      measured["logit_positions"], precision=precision, lora_r=16, device="cpu")
+    predicted = m["activations"] + m["logits"]   # the weights and the optimizer's state were there before
+    assert 0.7 <= measured["peak"] / predicted <= 1.3, (measured, m)
