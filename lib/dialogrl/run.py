@@ -256,11 +256,12 @@ def save_summary(run_dir: str | os.PathLike, summary: dict) -> Path:
     return write_json(Path(run_dir) / "summary.json", summary)
 
 
-def save_design_checks(run_dir: str | os.PathLike, counterparts: dict, room: dict) -> Path:
-    """design_checks.json: every counterpart's responsiveness record and every room test (dialogrl.room), written as
-    soon as the checks are done and before a design can be refused, so that a refused run keeps what refused it
-    (summary.json repeats them when the run goes on)."""
-    return write_json(Path(run_dir) / "design_checks.json", no_nan({"counterparts": counterparts, "room": room}))
+def save_design_checks(run_dir: str | os.PathLike, counterparts: dict, room: dict, **more) -> Path:
+    """design_checks.json: every counterpart's responsiveness record and every room test (dialogrl.room), and `more`
+    (e.g. the warm-start builds a design replaced), written as soon as the checks are done and before a design can be
+    refused, so that a refused run keeps what refused it (summary.json repeats them when the run goes on)."""
+    return write_json(Path(run_dir) / "design_checks.json",
+                      no_nan({"counterparts": counterparts, "room": room, **more}))
 
 
 def save_timings(run_dir: str | os.PathLike, timings: dict) -> Path:
