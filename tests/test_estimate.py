@@ -1,5 +1,6 @@
-"""The memory model (dialogrl.estimate): its parameter counts against the models themselves, and its prediction of
-an update's peak against the peak measured on CPU (tests/scripts/update_peak.py), in float32 and under bf16."""
+"""The memory model (dialogrl.estimate): its parameter counts against the models themselves, its prediction of an
+update's peak against the peak measured on CPU (tests/scripts/update_peak.py), in float32 and under bf16, and the
+notebooks' gpu profiles estimated whole (`python -m dialogrl estimate`)."""
 from __future__ import annotations
 
 import json
@@ -10,11 +11,29 @@ from pathlib import Path
 
 import pytest
 
-from dialogrl.estimate import decode_memory, lora_param_count, param_count, update_memory
+from dialogrl.estimate import (
+    STEMS,
+    chunk_shape,
+    decode_memory,
+    estimate,
+    estimate_table,
+    lora_param_count,
+    param_count,
+    update_memory,
+)
 from dialogrl.hub import HUB_CONFIGS, hub_config, kv_bytes_per_token
 from dialogrl.models import add_adapters, hub_shaped_model
+from dialogrl.params import cell_literals
+from dialogrl.reproduce import profile_parameters
+from dialogrl.run import repo_root
 
 SCRIPT = Path(__file__).parent / "scripts" / "update_peak.py"
+
+
+def gpu_params(stem: str) -> dict:
+    root = repo_root()
+    return {**cell_literals(stem), **profile_parameters(root / "notebooks" / f"{stem}.ipynb", "gpu",
+                                                        params_dir=root / "params")}
 
 
 @pytest.mark.parametrize("hub_id", sorted(HUB_CONFIGS))
@@ -57,3 +76,35 @@ def test_an_updates_peak_memory_is_predicted_within_30_percent(precision, layers
                       measured["logit_positions"], precision=precision, lora_r=16, device="cpu")
     predicted = m["activations"] + m["logits"]   # the weights and the optimizer's state were there before
     assert 0.7 <= measured["peak"] / predicted <= 1.3, (measured, m)
+
+
+@pytest.mark.parametrize("stem", STEMS)
+def test_every_gpu_profile_is_estimated_and_its_runs_are_the_notebooks(stem):
+    params = gpu_params(stem)
+    rows = estimate(stem, params)
+    assert rows and all(r["peak"] > 0 and r["seconds_per_run"] > 0 for r in rows)
+    trained = [m for m in params.get("methods", []) if m != "base"]
+    runs = sum(r["runs"] for r in rows)
+    if stem == "02_socialrl":
+        assert runs == params["n_seeds"] * len(trained)
+    if stem == "03_scope_simulator_collapse":
+        assert runs == params["n_seeds"] * len(trained)
+    if stem == "04_ibrl_bilateral":
+        assert runs == params["n_seeds"] * len(params["tasks"]) * (2 + bool(params["ablation"]))
+    table = estimate_table(stem)
+    assert table.count("\n| ") == len(rows) + 1 and "fits 80 GiB" in table
+
+
+def test_a_token_bound_on_the_update_chunk_lowers_its_peak():
+    stem = "04_ibrl_bilateral"
+    params = gpu_params(stem)
+    free, bounded = estimate(stem, params)[0], estimate(stem, params, minibatch_tokens=4096)[0]
+    assert sum(bounded["chunk"]) <= 4096 < sum(free["chunk"])
+    assert bounded["phases"]["update"] < free["phases"]["update"]
+    assert bounded["phases"]["decode"] == free["phases"]["decode"]
+
+
+def test_chunk_shape_keeps_whole_games():
+    assert chunk_shape(1000, 5, 96, minibatch_turns=64) == (12 * 1000, 12 * 5 * 96)
+    assert chunk_shape(1000, 5, 96, minibatch_tokens=3000) == (2 * 1000, 2 * 5 * 96)
+    assert chunk_shape(1000, 5, 96, minibatch_tokens=10) == (1000, 5 * 96)   # one game at least

@@ -22,11 +22,11 @@ LAYERS = {
              "parallel"],
     "rollout": ["rollout"],
     "games": ["envs", "envs.*"],
-    "models": ["tiny", "models", "packaged", "trl_compat", "estimate"],
+    "models": ["tiny", "models", "packaged", "trl_compat"],
     "agents": ["agents", "counterpart", "sampling", "fastdecode"],
     "rl": ["rl", "rl.*", "calibration"],
     "evaluate": ["evaluate", "collapse", "theory", "claims", "room", "plots", "compare"],
-    "entry points": ["dialogrl", "params", "reproduce", "__main__"],
+    "entry points": ["dialogrl", "params", "reproduce", "estimate", "__main__"],
 }
 
 

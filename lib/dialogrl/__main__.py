@@ -1,4 +1,4 @@
-"""Command line: `python -m dialogrl demo | reproduce | compare | figures | claims | build-tiny`."""
+"""Command line: `python -m dialogrl demo | reproduce | compare | figures | claims | build-tiny | estimate`."""
 from __future__ import annotations
 
 import argparse
@@ -54,6 +54,14 @@ def main(argv: list[str] | None = None) -> int:
     tiny.add_argument("--list", action="store_true",
                       help="list the embedded models and the packaged pretrained ones, and exit")
 
+    est = sub.add_parser("estimate", help="a profile's predicted peak GPU memory and time (dialogrl.estimate)")
+    est.add_argument("stems", nargs="*", metavar="STEM", help="notebooks (file stems; default: all four)")
+    est.add_argument("--profile", default="gpu", choices=["smoke", "cpu", "gpu"], help="default: gpu")
+    est.add_argument("--gpu-memory", type=float, default=80.0, help="GiB on the GPU (default: 80)")
+    est.add_argument("--forward-ms", type=float, default=None, help="ms a batched decoding pass (default: 25)")
+    est.add_argument("--tflops", type=float, default=None, help="the update's sustained TFLOP/s (default: 100)")
+    est.add_argument("--minibatch-tokens", type=int, default=None, help="bound the update's chunks (tokens)")
+
     args = parser.parse_args(argv)
     try:
         if args.command == "reproduce":
@@ -79,6 +87,14 @@ def main(argv: list[str] | None = None) -> int:
             return _figures(args)
         if args.command == "claims":
             return _claims(args)
+        if args.command == "estimate":
+            from dialogrl.estimate import STEMS, estimate_table
+
+            kwargs = {k: v for k, v in (("forward_ms", args.forward_ms), ("tflops", args.tflops),
+                                        ("minibatch_tokens", args.minibatch_tokens)) if v is not None}
+            for stem in args.stems or STEMS:
+                print(estimate_table(stem, args.profile, args.gpu_memory, **kwargs), end="\n\n")
+            return 0
         if args.command == "build-tiny":
             return _build_tiny(args)
     except ValueError as err:
