@@ -227,11 +227,12 @@ def estimate(stem: str, params: dict, minibatch_turns: int = 64, minibatch_token
     Time: each step's decoding as ROUND_FACTOR passes per token of the longest game (every turn at full length) at
     `forward_ms` a pass, the update's FLOPs at `tflops` (forward and input gradients, 4 x parameters a token, per epoch;
     the behaviour and reference passes, 2 x parameters a token each), evaluation plays alike, full fine-tunes at 6 x
-    parameters a token. Hub models only (`hub.HUB_CONFIGS`)."""
+    parameters a token. Hub models only (`hub.HUB_CONFIGS`). `minibatch_tokens` None: the profile's own."""
     from dialogrl.hub import HUB_CONFIGS, hub_config
 
     precision = "bf16" if params.get("bf16") else "no"
     lora_r = params.get("lora_r", 8)
+    minibatch_tokens = minibatch_tokens if minibatch_tokens is not None else params.get("minibatch_tokens")
     epochs = params.get("epochs_per_step", 1)
     out = []
     for w in workload(stem, params):
