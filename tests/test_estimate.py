@@ -19,21 +19,13 @@ from dialogrl.estimate import (
     estimate_table,
     lora_param_count,
     param_count,
+    profile_params,
     update_memory,
 )
 from dialogrl.hub import HUB_CONFIGS, hub_config, kv_bytes_per_token
 from dialogrl.models import add_adapters, hub_shaped_model
-from dialogrl.params import cell_literals
-from dialogrl.reproduce import profile_parameters
-from dialogrl.run import repo_root
 
 SCRIPT = Path(__file__).parent / "scripts" / "update_peak.py"
-
-
-def gpu_params(stem: str) -> dict:
-    root = repo_root()
-    return {**cell_literals(stem), **profile_parameters(root / "notebooks" / f"{stem}.ipynb", "gpu",
-                                                        params_dir=root / "params")}
 
 
 @pytest.mark.parametrize("hub_id", sorted(HUB_CONFIGS))
@@ -80,7 +72,7 @@ def test_an_updates_peak_memory_is_predicted_within_30_percent(precision, layers
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_every_gpu_profile_is_estimated_and_its_runs_are_the_notebooks(stem):
-    params = gpu_params(stem)
+    params = profile_params(stem, "gpu")
     rows = estimate(stem, params)
     assert rows and all(r["peak"] > 0 and r["seconds_per_run"] > 0 for r in rows)
     trained = [m for m in params.get("methods", []) if m != "base"]
@@ -97,7 +89,7 @@ def test_every_gpu_profile_is_estimated_and_its_runs_are_the_notebooks(stem):
 
 def test_a_token_bound_on_the_update_chunk_lowers_its_peak():
     stem = "04_ibrl_bilateral"
-    params = gpu_params(stem)
+    params = profile_params(stem, "gpu")
     free, bounded = estimate(stem, params)[0], estimate(stem, params, minibatch_tokens=4096)[0]
     assert sum(bounded["chunk"]) <= 4096 < sum(free["chunk"])
     assert bounded["phases"]["update"] < free["phases"]["update"]

@@ -31,7 +31,7 @@ import functools
 
 import torch
 
-from dialogrl.hub import kv_bytes_per_token
+from dialogrl.hub import head_dim, kv_bytes_per_token
 
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ADAPTER_STATE_BYTES = 16        # float32 parameter, gradient and AdamW's two moments, per trained LoRA parameter
@@ -49,8 +49,7 @@ def param_count(config) -> int:
 
 def lora_param_count(config, r: int) -> int:
     """The parameters of one LoRA adapter of rank r on every linear layer of each block (`models.LORA_TARGETS`)."""
-    h, i = config.hidden_size, config.intermediate_size
-    head = getattr(config, "head_dim", None) or h // config.num_attention_heads
+    h, i, head = config.hidden_size, config.intermediate_size, head_dim(config)
     q, kv = config.num_attention_heads * head, config.num_key_value_heads * head
     shapes = [(h, q), (h, kv), (h, kv), (q, h), (h, i), (h, i), (i, h)]   # q k v o gate up down: (in, out)
     return config.num_hidden_layers * r * sum(a + b for a, b in shapes)
@@ -109,9 +108,8 @@ def saved_bytes_per_token(config, precision: str = "no", lora_r: int = 8, tokens
 def repeat_kv_bytes(config, precision: str = "no") -> int:
     """Per token and layer: the key and value copies transformers' SDPA makes on a GPU for padded rows (every key/value
     head repeated once per query head), which the CPU path avoids (`models.sdpa_grouped`)."""
-    head = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     extra = config.num_attention_heads - config.num_key_value_heads
-    return 2 * extra * head * (2 if precision in HALF else 4)
+    return 2 * extra * head_dim(config) * (2 if precision in HALF else 4)
 
 
 def update_memory(config, row_tokens: int, logit_positions: int, precision: str = "no", lora_r: int = 8,
@@ -140,7 +138,6 @@ def decode_memory(config, context_tokens: int, rows: int, precision: str = "no",
            "logits": rows * config.vocab_size * 4 * 2}
     out["total"] = sum(out.values())
     return out
-
 
 
 # ------------------------------------------------------------------------------------- a notebook's profile, whole
@@ -263,17 +260,22 @@ def estimate(stem: str, params: dict, minibatch_turns: int = 64, minibatch_token
     return out
 
 
-def estimate_table(stem: str, profile: str = "gpu", gpu_memory: float = 80.0, **kwargs) -> str:
-    """`python -m dialogrl estimate`'s markdown: each kind of run's peak memory and time under the profile, and
-    whether it fits `gpu_memory` GiB."""
+def profile_params(stem: str, profile: str = "gpu") -> dict:
+    """The parameters a notebook runs with under `profile`: its parameters cell's values, the profile's file over
+    them (as `params.resolve_profile` applies them)."""
     from dialogrl.params import cell_literals
     from dialogrl.reproduce import profile_parameters
     from dialogrl.run import repo_root
 
     root = repo_root()
-    params = {**cell_literals(stem), **profile_parameters(root / "notebooks" / f"{stem}.ipynb", profile,
-                                                          params_dir=root / "params")}
-    rows = estimate(stem, params, **kwargs)
+    return {**cell_literals(stem), **profile_parameters(root / "notebooks" / f"{stem}.ipynb", profile,
+                                                        params_dir=root / "params")}
+
+
+def estimate_table(stem: str, profile: str = "gpu", gpu_memory: float = 80.0, **kwargs) -> str:
+    """`python -m dialogrl estimate`'s markdown: each kind of run's peak memory and time under the profile, and
+    whether it fits `gpu_memory` GiB."""
+    rows = estimate(stem, profile_params(stem, profile), **kwargs)
     gib = 2**30
     lines = [f"{stem}, profile {profile}: predicted by dialogrl.estimate (prompt {PROMPT_TOKENS} tokens, "
              f"{kwargs.get('forward_ms', FORWARD_MS):g} ms a decoding pass, {kwargs.get('tflops', TFLOPS):g} "

@@ -51,7 +51,11 @@ def hub_config(hub_id: str, **overrides):
     return AutoConfig.for_model(spec.pop("model_type"), **spec)
 
 
+def head_dim(config) -> int:
+    """An attention head's width: the config's head_dim, or hidden size / heads where it has none."""
+    return getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+
 def kv_bytes_per_token(config, bytes_per_value: int = 2) -> int:
     """The KV cache one token takes in every layer: layers x (key, value) x kv heads x head dim x bytes."""
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    return config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim * bytes_per_value
+    return config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim(config) * bytes_per_value
