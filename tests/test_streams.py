@@ -17,7 +17,7 @@ from dialogrl.envs.social import SocialScenes
 from dialogrl.evaluate import cross_play
 from dialogrl.models import load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
-from dialogrl.rollout import play
+from dialogrl.rollout import play, play_cells
 from dialogrl.sampling import counting_forwards
 from dialogrl.seeds import STREAMS, stream_seed
 
@@ -248,3 +248,26 @@ def test_a_cap_on_live_games_bounds_the_batches_and_changes_no_game(dond_lm):
     assert max(rows) <= 3 and len(rows) > 12
     with pytest.raises(ValueError, match="max_live=0"):
         play(TASK, agents(), scenarios, seeds=seeds, max_live=0)
+
+
+def test_cells_played_at_once_play_as_they_do_alone_in_fewer_passes(dond_lm):
+    """play_cells: an LM counterpart's games against two policies (one scripted, one LM) share its batch: every game
+    is the game the cell plays alone, and the passes are fewer than the cells' passes one after another."""
+    model, tok = dond_lm
+    counterpart = LMAgent(model, tok, max_new_tokens=16, name="counterpart")
+    policies = [ScriptedAgent("fair", seed=0), LMAgent(model, tok, max_new_tokens=16, temperature=0.7, name="lm")]
+    scenarios = TASK.sample_scenarios(10, seed=5)
+    seeds = [stream_seed("eval-games", 0, i) for i in range(len(scenarios))]
+    cells = [({"A": policy, "B": counterpart}, scenarios, seeds) for policy in policies]
+    alone, passes = [], 0
+    for pairing, mine, own in cells:
+        with counting_forwards() as c:
+            alone.append(play(TASK, pairing, mine, seeds=own))
+        passes += c.n
+    with counting_forwards() as together:
+        played = play_cells(TASK, cells)
+    assert [games(e) for e in played] == [games(e) for e in alone]
+    assert logprobs(played[1]) == pytest.approx(logprobs(alone[1]), abs=1e-5)
+    assert together.n < passes
+    with pytest.raises(ValueError, match="agent mappings for"):
+        play(TASK, [cells[0][0]], scenarios)

@@ -38,7 +38,7 @@ import torch
 
 from dialogrl.agents import LMAgent
 from dialogrl.envs.base import Agent, Task
-from dialogrl.rollout import Episode, play
+from dialogrl.rollout import Episode, play_cells
 from dialogrl.seeds import eval_seeds
 
 GAME_METRICS = ("score", "partner_score", "joint", "agreed", "pareto", "invalid_rate", "reward")
@@ -258,23 +258,24 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
     scenarios: the same for every counterpart, or a mapping {counterpart: its own scenarios} (e.g. scenarios that
     name the counterpart's profile, or fewer for a costly one).
     With `transcripts`, the first `n_transcripts` games of every cell are appended to that JSONL file.
-    max_live: at most this many games of a cell at once (`rollout.play`: bounds the KV caches; the same games).
+    Every cell plays at once (`rollout.play_cells`: an agent's games in all its cells share one batch); max_live: at
+    most this many games at once (`rollout.play`: bounds the KV caches; the same games).
     """
     seats = tuple(seats or task.roles)
-    rows, played = [], {}
+    keys, cells = [], []   # every cell at once: each agent's games against all the others in one batch
     for pname, policy in policies.items():
         for cname, counterpart in counterparts.items():
             for seat in seats:
-                agents = {seat: policy, task.other(seat): counterpart}
                 mine = scenarios[cname] if isinstance(scenarios, Mapping) else scenarios
-                episodes = play(task, agents, mine, seeds=eval_seeds(seed, mine, seat, cname), max_live=max_live)
-                rows += game_rows(task, episodes, seat, policy=pname, counterpart=cname)
-                if return_episodes:
-                    played[pname, cname, seat] = episodes
-                if transcripts:
-                    with open(transcripts, "a") as f:
-                        for rec in transcript_records({(pname, cname, seat): episodes}, n_transcripts):
-                            f.write(json.dumps(rec, default=str) + "\n")
+                keys.append((pname, cname, seat))
+                cells.append(({seat: policy, task.other(seat): counterpart}, mine, eval_seeds(seed, mine, seat, cname)))
+    played = dict(zip(keys, play_cells(task, cells, max_live=max_live)))
+    rows = [row for (pname, cname, seat), episodes in played.items()
+            for row in game_rows(task, episodes, seat, policy=pname, counterpart=cname)]
+    if transcripts:
+        with open(transcripts, "a") as f:
+            for rec in transcript_records(played, n_transcripts):
+                f.write(json.dumps(rec, default=str) + "\n")
     return (pd.DataFrame(rows), played) if return_episodes else pd.DataFrame(rows)
 
 
@@ -302,10 +303,11 @@ def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list |
         out: dict[str, float] = {}
         played: list[Episode] = []
         try:
+            cells = []   # the whole panel at once: the policy's games against every member in one batch
             for name, agent in panel.items():
                 mine = scenarios[name] if isinstance(scenarios, Mapping) else scenarios
-                agents = {role: policy, task.other(role): agent}
-                episodes = play(task, agents, mine, seeds=eval_seeds(seed, mine, role, name))
+                cells.append(({role: policy, task.other(role): agent}, mine, eval_seeds(seed, mine, role, name)))
+            for name, episodes in zip(panel, play_cells(task, cells)):
                 played += episodes
                 rows = game_rows(task, episodes, role)
                 for metric in metrics:

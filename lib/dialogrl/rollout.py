@@ -1,13 +1,15 @@
 """The batched multi-agent, multi-turn rollout engine.
 
     episodes = play(task, {"A": agent_a, "B": agent_b}, scenarios)
+    cells = play_cells(task, [({"A": a, "B": b}, scenarios, seeds), ({"A": a, "B": c}, scenarios, seeds)])
 
 Many games advance together. Language-model agents stream: every game whose turn falls to an LMAgent joins that
 agent's running batch, the batch samples one token per step for all its rows, and a game whose turn just ended is
 stepped at once and its next turn queued (continuous batching: no game waits for the slowest turn of a round).
-Both roles of a self-play game share one batch when they share the agent. Scripted agents answer as soon as it is
-their turn, grouped per agent. Every LM turn keeps its prompt ids, sampled token ids and log-probs, and its role,
-so trainers can mask by role and score exactly what was sampled.
+Both roles of a self-play game share one batch when they share the agent, and so do the games of several pairings
+played at once (`play_cells`: an agent's games against every counterpart in one batch). Scripted agents answer as
+soon as it is their turn, grouped per agent. Every LM turn keeps its prompt ids, sampled token ids and log-probs,
+and its role, so trainers can mask by role and score exactly what was sampled.
 
 Randomness. With `seeds` (one per game) every game draws from its own streams (dialogrl.seeds): its LM turns sample
 tokens from per-(game, role) generators and its scripted agents key their draws on the game, so a game plays the
@@ -17,7 +19,7 @@ makes a run deterministic on CPU, but a game then depends on the batch).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dialogrl.envs.base import ActRequest, Agent, GameState, StreamingAgent, Task, Utterance
@@ -44,10 +46,12 @@ class Episode:
                 "end": self.state.end_reason, "outcome": self.outcome}
 
 
-def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: int = 1000,
-         seeds: Sequence[int] | None = None, max_live: int | None = None) -> list[Episode]:
+def play(task: Task, agents: Mapping[str, Agent] | Sequence[Mapping[str, Agent]], scenarios: Sequence,
+         max_turns: int = 1000, seeds: Sequence[int] | None = None, max_live: int | None = None) -> list[Episode]:
     """Play one game per scenario with `agents[role]` speaking for each role; returns the finished Episodes.
 
+    agents: one mapping {role: agent} for every game, or one per scenario (games of several pairings at once: an
+        agent in several pairings answers all its games in one batch; `play_cells` builds these).
     seeds: one per scenario, each game's own seed (GameState.seed; e.g. seeds.stream_seed("eval-games", ...)), or
     None (games without seeds: see the module docstring).
     max_turns guards against a task that never ends a game (a RuntimeError past that many turns in one game).
@@ -57,13 +61,17 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
     """
     if max_live is not None and max_live < 1:
         raise ValueError(f"max_live={max_live!r}: must be >= 1 (or None: every game at once)")
-    missing = [r for r in task.roles if r not in agents]
-    if missing:
-        raise ValueError(f"no agent for role(s) {missing}; the task's roles are {task.roles}")
-    for role in task.roles:
-        if not isinstance(agents[role], Agent):
-            raise TypeError(f"the agent for role {role!r} is a {type(agents[role]).__name__}, not an Agent: subclass "
-                            "dialogrl.envs.base.Agent (act) or StreamingAgent (submit, busy, advance)")
+    per_game = [agents] * len(scenarios) if isinstance(agents, Mapping) else list(agents)
+    if len(per_game) != len(scenarios):
+        raise ValueError(f"{len(per_game)} agent mappings for {len(scenarios)} scenarios: give one per game")
+    for pairing in {id(a): a for a in per_game}.values():
+        missing = [r for r in task.roles if r not in pairing]
+        if missing:
+            raise ValueError(f"no agent for role(s) {missing}; the task's roles are {task.roles}")
+        for role in task.roles:
+            if not isinstance(pairing[role], Agent):
+                raise TypeError(f"the agent for role {role!r} is a {type(pairing[role]).__name__}, not an Agent: "
+                                "subclass dialogrl.envs.base.Agent (act) or StreamingAgent (submit, busy, advance)")
     states = [task.reset(s) for s in scenarios]
     if seeds is not None:
         if len(seeds) != len(states):
@@ -71,7 +79,8 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
         for state, seed in zip(states, seeds):
             state.seed = seed
     index = {id(s): i for i, s in enumerate(states)}
-    streaming = list({id(a): a for a in agents.values() if isinstance(a, StreamingAgent)}.values())
+    every = list({id(a): a for pairing in per_game for a in pairing.values()}.values())
+    streaming = [a for a in every if isinstance(a, StreamingAgent)]
 
     def record(i: int, agent: Agent, said) -> None:
         u = said if isinstance(said, Utterance) else Utterance(str(said))
@@ -88,10 +97,10 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
             for i in games:
                 if not states[i].done:
                     role = task.current_role(states[i])
-                    groups.setdefault(id(agents[role]), []).append((i, role))
+                    groups.setdefault(id(per_game[i][role]), []).append((i, role))
             games = []
             for members in groups.values():
-                agent = agents[members[0][1]]
+                agent = per_game[members[0][0]][members[0][1]]
                 requests = [ActRequest(task, states[i], role, task.view(states[i], role)) for i, role in members]
                 if isinstance(agent, StreamingAgent):
                     agent.submit(requests)
@@ -120,11 +129,29 @@ def play(task: Task, agents: dict[str, Agent], scenarios: Sequence, max_turns: i
                     ended.append(index[id(request.state)])
                 dispatch(ended)
         admit()
-    for agent in {id(a): a for a in agents.values()}.values():
+    for agent in every:
         agent.clear_cache()  # e.g. the finished games' KV caches
-    return [Episode(s, _agent_names(task, agents, s), task.outcome(s)) for s in states]
+    return [Episode(s, _agent_names(task, per_game[i], s), task.outcome(s)) for i, s in enumerate(states)]
 
 
-def _agent_names(task: Task, agents: dict[str, Agent], state: GameState) -> dict[str, str]:
+def play_cells(task: Task, cells: Sequence[tuple[Mapping[str, Agent], Sequence, Sequence[int] | None]],
+               max_live: int | None = None) -> list[list[Episode]]:
+    """Several plays at once: cells of (agents, scenarios, seeds), each as `play` would play it alone (seeded games
+    play the same), all in one `play`, so that an agent in several cells answers all its games in one batch (the
+    design checks' probes and rooms, an evaluation's counterparts). Returns each cell's Episodes, in order."""
+    agents, scenarios, seeds = [], [], []
+    for pairing, mine, own in cells:
+        agents += [pairing] * len(mine)
+        scenarios += list(mine)
+        seeds += list(own) if own is not None else [None] * len(mine)
+    episodes = play(task, agents, scenarios, seeds=seeds, max_live=max_live)
+    out, start = [], 0
+    for _, mine, _ in cells:
+        out.append(episodes[start:start + len(mine)])
+        start += len(mine)
+    return out
+
+
+def _agent_names(task: Task, agents: Mapping[str, Agent], state: GameState) -> dict[str, str]:
     picks = state.info.get("population", {})
     return {r: picks.get(r, getattr(agents[r], "name", "agent")) for r in task.roles}

@@ -32,7 +32,7 @@ import numpy as np
 from dialogrl.claims import ROOM_SHARE
 from dialogrl.envs.base import Agent, Probe, Task
 from dialogrl.evaluate import t_interval
-from dialogrl.rollout import play
+from dialogrl.rollout import play_cells
 from dialogrl.seeds import stream_seed
 
 RESPONSE_GAP = 0.3   # a counterpart responds when its decision rate differs by at least this between the kinds
@@ -66,11 +66,10 @@ def responsiveness(task: Task, counterpart: Agent, probe: Probe, n: int = 100, s
     scenarios = check_scenarios(task, n, seed, "responds", probe.applies)
     seeds = _seeds(seed, "responds", scenarios)
     other = task.other(probe.role)
-    rates = {}
-    for kind, agent in (("good", probe.good), ("bad", probe.bad)):
-        episodes = play(task, {probe.role: counterpart, other: agent}, scenarios, seeds=seeds)
-        rates[kind] = np.array([float(e.outcome[probe.role][probe.decision]) for e in episodes])
-        counterpart.clear_cache()
+    kinds = {"good": probe.good, "bad": probe.bad}   # both kinds at once: the counterpart's games in one batch
+    played = play_cells(task, [({probe.role: counterpart, other: agent}, scenarios, seeds) for agent in kinds.values()])
+    rates = {kind: np.array([float(e.outcome[probe.role][probe.decision]) for e in episodes])
+             for kind, episodes in zip(kinds, played)}
     d = rates["good"] - rates["bad"]
     lo, hi = t_interval(d) if d.std() > 0 else (float(d.mean()), float(d.mean()))
     diff = float(d.mean())
@@ -112,16 +111,17 @@ def room_test(task: Task, role: str, counterpart: Agent | Sequence[Agent], refer
     if len(bases) != len(counterparts):
         raise ValueError(f"room_test: {len(counterparts)} counterparts but {len(bases)} bases (one per counterpart)")
     other = task.other(role)
-    scores: dict[str, list[float]] = {name: [] for name in ("base", *references)}
+    names, cells = [], []   # every (counterpart, policy) pair at once: each agent's games in one batch
     for k, (opponent, own_base) in enumerate(zip(counterparts, bases)):
         what = "room" if len(counterparts) == 1 else f"room/{k}"
         scenarios = check_scenarios(task, n, seed, what)
         seeds = _seeds(seed, what, scenarios)
         for name, policy in {"base": own_base, **references}.items():
-            episodes = play(task, {role: policy, other: opponent}, scenarios, seeds=seeds)
-            scores[name] += [float(e.outcome[role][metric]) for e in episodes]
-            opponent.clear_cache()
-            policy.clear_cache()
+            names.append(name)
+            cells.append(({role: policy, other: opponent}, scenarios, seeds))
+    scores: dict[str, list[float]] = {name: [] for name in ("base", *references)}
+    for name, episodes in zip(names, play_cells(task, cells)):
+        scores[name] += [float(e.outcome[role][metric]) for e in episodes]
     return room_record(scores, metric, share)
 
 
