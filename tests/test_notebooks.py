@@ -44,7 +44,7 @@ def test_notebook_is_committed_clean(nb_path, params_dir):
     cell = nb.cells[tagged[0]].source
     assigned = {t.id for node in ast.parse(cell).body if isinstance(node, ast.Assign) for t in node.targets}
     assert set(params) == assigned, f"papermill cannot read {sorted(assigned - set(params))}"
-    for profile in ("smoke", "gpu"):  # both files exist and name only real parameters
+    for profile in ("smoke", "gpu", "colab"):  # the files exist and name only real parameters
         profile_parameters(nb_path, profile, params_dir)
 
 

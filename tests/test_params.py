@@ -20,7 +20,7 @@ from dialogrl.params import (
 REPO = Path(__file__).resolve().parents[1]
 
 SPEC = {
-    "profile": OneOf("smoke", "cpu", "gpu"),
+    "profile": OneOf("smoke", "cpu", "gpu", "colab"),
     "seed": Int(min=0),
     "lr": Float(min=0, strict=True),
     "use_bf16": Bool(),
@@ -39,7 +39,7 @@ def test_good_parameters_pass_through():
 
 
 @pytest.mark.parametrize("name, value, needle", [
-    ("profile", "gpux", "choose one of 'smoke', 'cpu', 'gpu'"),
+    ("profile", "gpux", "choose one of 'smoke', 'cpu', 'gpu', 'colab'"),
     ("seed", -1, ">= 0"),
     ("seed", 1.5, "expected an int"),
     ("lr", 0.0, "> 0"),
@@ -76,6 +76,9 @@ def test_resolve_profile_auto(tmp_path):
     ns = {"profile": "auto", "lr": 1e-3}
     assert resolve_profile(dict(ns), "nb", cuda=False, params_dir=tmp_path) == "cpu"
     assert resolve_profile(ns, "nb", cuda=True, params_dir=tmp_path) == "gpu" and ns == {"profile": "gpu", "lr": 1e-4}
+    (tmp_path / "nb" / "colab.yaml").write_text("profile: colab\nlr: 2.0e-4\n")
+    for gib, profile in ((79.2, "gpu"), (40.0, "gpu"), (14.7, "colab"), (0, "cpu")):   # an H100, a T4, none
+        assert resolve_profile({"profile": "auto", "lr": 1e-3}, "nb", cuda=gib, params_dir=tmp_path) == profile
     with pytest.raises(ParameterError, match="does not exist"):
         resolve_profile({"profile": "auto"}, "other", cuda=True, params_dir=tmp_path)
     (tmp_path / "nb" / "gpu.yaml").write_text("profile: gpu\nlearning_rate: 1.0e-4\n")
@@ -207,7 +210,7 @@ def test_every_notebook_checks_its_cell_and_profiles(nb_path):
     from dialogrl.params import cell_literals
 
     literals, source = cell_literals(nb_path.stem), _check_cell(nb_path)
-    profiles = ["cpu", "smoke", "gpu"] if "profile" in literals else [None]
+    profiles = ["cpu", "smoke", "gpu", "colab"] if "profile" in literals else [None]
     for profile in profiles:
         namespace = {**literals, **({"profile": profile} if profile else {})}
         exec(source, namespace)

@@ -17,9 +17,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rep = sub.add_parser("reproduce", help="run every notebook with papermill and write results/REPORT.md")
     rep.add_argument("--only", nargs="+", metavar="STEM", help="run only these notebooks (file stems)")
-    rep.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu"],
+    rep.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu", "colab"],
                      help="parameter profile: cpu = the notebooks' defaults (default); "
-                          "smoke, gpu = params/<stem>/*.yaml")
+                          "smoke, gpu, colab = params/<stem>/*.yaml")
     rep.add_argument("--notebooks", default="notebooks", help="folder of notebooks (default: notebooks)")
     rep.add_argument("--params", default="params", help="folder of profile files (default: params)")
     rep.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
@@ -56,10 +56,11 @@ def main(argv: list[str] | None = None) -> int:
 
     est = sub.add_parser("estimate", help="a profile's predicted peak GPU memory and time (dialogrl.estimate)")
     est.add_argument("stems", nargs="*", metavar="STEM", help="notebooks (file stems; default: all four)")
-    est.add_argument("--profile", default="gpu", choices=["smoke", "cpu", "gpu"], help="default: gpu")
-    est.add_argument("--gpu-memory", type=float, default=80.0, help="GiB on the GPU (default: 80)")
-    est.add_argument("--forward-ms", type=float, default=None, help="ms a batched decoding pass (default: 25)")
-    est.add_argument("--tflops", type=float, default=None, help="the update's sustained TFLOP/s (default: 100)")
+    est.add_argument("--profile", default="gpu", choices=["gpu", "colab"], help="default: gpu")
+    est.add_argument("--gpu-memory", type=float, default=None, help="GiB on the GPU (default: the profile's GPU's)")
+    est.add_argument("--forward-ms", type=float, default=None, help="ms a batched decoding pass (default: the GPU's)")
+    est.add_argument("--bandwidth", type=float, default=None, help="the GPU's GB/s (default: the profile's GPU's)")
+    est.add_argument("--tflops", type=float, default=None, help="the update's sustained TFLOP/s (default: the GPU's)")
     est.add_argument("--minibatch-tokens", type=int, default=None, help="bound the update's chunks (tokens)")
 
     args = parser.parse_args(argv)
@@ -88,12 +89,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "claims":
             return _claims(args)
         if args.command == "estimate":
-            from dialogrl.estimate import STEMS, estimate_table
+            from dataclasses import replace
 
-            kwargs = {k: v for k, v in (("forward_ms", args.forward_ms), ("tflops", args.tflops),
-                                        ("minibatch_tokens", args.minibatch_tokens)) if v is not None}
+            from dialogrl.estimate import DEVICES, STEMS, estimate_table
+
+            device = replace(DEVICES[args.profile], **{k: v for k, v in (
+                ("memory_gib", args.gpu_memory), ("forward_ms", args.forward_ms), ("bandwidth", args.bandwidth),
+                ("tflops", args.tflops)) if v is not None})
+            kwargs = {"minibatch_tokens": args.minibatch_tokens} if args.minibatch_tokens is not None else {}
             for stem in args.stems or STEMS:
-                print(estimate_table(stem, args.profile, args.gpu_memory, **kwargs), end="\n\n")
+                print(estimate_table(stem, args.profile, device, **kwargs), end="\n\n")
             return 0
         if args.command == "build-tiny":
             return _build_tiny(args)

@@ -28,6 +28,8 @@ the peak memory of `Trainer.update` measured on CPU.
 from __future__ import annotations
 
 import functools
+import math
+from dataclasses import dataclass
 
 import torch
 
@@ -93,16 +95,20 @@ def _saved_bytes(spec: tuple, layers: int, precision: str, lora_r: int, tokens: 
     return sum(saved.values())
 
 
-def saved_bytes_per_token(config, precision: str = "no", lora_r: int = 8, tokens: int = 64) -> tuple[float, float]:
-    """What autograd keeps for the backward pass of the decoder body with LoRA on every block's linear layers, per
-    token: (per layer, once per model), counted on CPU (`tokens` tokens, one and two layers; the body's own saved
-    tensors, parameters not counted)."""
+def saved_bytes_per_token(config, precision: str = "no", lora_r: int = 8, tokens: int = 64
+                          ) -> tuple[float, float, float]:
+    """What autograd keeps for the backward pass of the decoder body with LoRA on every block's linear layers:
+    (bytes per token and layer, per token once per model, per layer whatever the tokens), counted on CPU (one and two
+    layers, `tokens` and twice as many tokens; the body's own saved tensors, parameters not counted). The last is
+    zero but for fp16 autocast over float32 weights (a GPU without bf16): each linear layer keeps the float16 copy of
+    its frozen weight that its backward multiplies by."""
     spec = tuple(sorted((k, v) for k, v in config.to_diff_dict().items()
                         if k in ("model_type", "hidden_size", "intermediate_size", "num_attention_heads",
                                  "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta",
                                  "tie_word_embeddings", "hidden_act")))
-    one, two = (_saved_bytes(spec, n, precision, lora_r, tokens) for n in (1, 2))
-    return (two - one) / tokens, (2 * one - two) / tokens
+    one, two, one2, two2 = (_saved_bytes(spec, n, precision, lora_r, t) for t in (tokens, 2 * tokens) for n in (1, 2))
+    per_layer, once = ((two2 - one2) - (two - one)) / tokens, ((2 * one2 - two2) - (2 * one - two)) / tokens
+    return per_layer, once, max(0.0, (two - one) - per_layer * tokens)
 
 
 def repeat_kv_bytes(config, precision: str = "no") -> int:
@@ -118,12 +124,13 @@ def update_memory(config, row_tokens: int, logit_positions: int, precision: str 
     completion positions (`rl.trainer.chunk_tokens` is their sum). adapters: trained LoRA adapters held with their
     optimizer state; other_weights: bytes of other models on the same device (frozen counterparts, a judge).
     Returns {"weights", "adapters", "activations", "logits", "total"} in bytes."""
-    per_layer, once = saved_bytes_per_token(config, precision, lora_r)
+    per_layer, once, fixed = saved_bytes_per_token(config, precision, lora_r)
     if device == "cuda":
         per_layer += repeat_kv_bytes(config, precision)
     out = {"weights": weight_bytes(config, precision) + other_weights,
            "adapters": adapters * lora_param_count(config, lora_r) * ADAPTER_STATE_BYTES,
-           "activations": int(row_tokens * (per_layer * config.num_hidden_layers + once)),
+           "activations": int(row_tokens * (per_layer * config.num_hidden_layers + once)
+                              + fixed * config.num_hidden_layers),
            "logits": logit_positions * config.vocab_size * 4 * LOGIT_COPIES}
     out["total"] = sum(out.values())
     return out
@@ -131,10 +138,11 @@ def update_memory(config, row_tokens: int, logit_positions: int, precision: str 
 
 def decode_memory(config, context_tokens: int, rows: int, precision: str = "no", other_weights: int = 0) -> dict:
     """Peak bytes of decoding: `rows` games at once holding `context_tokens` tokens of KV cache in all (their prompts
-    and turns so far), one step's float32 logits per row (and their log-softmax). Returns {"weights", "kv_cache",
+    and turns so far; in the weights' dtype: the engines decode without autocast), one step's float32 logits per row
+    (and their log-softmax). Returns {"weights", "kv_cache",
     "logits", "total"}."""
     out = {"weights": weight_bytes(config, precision) + other_weights,
-           "kv_cache": context_tokens * kv_bytes_per_token(config, 2 if precision in HALF else 4),
+           "kv_cache": context_tokens * kv_bytes_per_token(config, 2 if precision == "bf16" else 4),
            "logits": rows * config.vocab_size * 4 * 2}
     out["total"] = sum(out.values())
     return out
@@ -143,10 +151,34 @@ def decode_memory(config, context_tokens: int, rows: int, precision: str = "no",
 # ------------------------------------------------------------------------------------- a notebook's profile, whole
 
 PROMPT_TOKENS = 256     # assumed: a game's first prompt (system prompt, scenario, private note) in tokens
-FORWARD_MS = 25.0       # assumed: one batched decoding step of a 0.5-2B model on one GPU, in milliseconds
-TFLOPS = 100.0          # assumed: the update's sustained bf16 TFLOP/s on one GPU (an H100's dense peak is near 990)
-SFT_ROWS, SFT_LENGTH = 16, 512   # a full fine-tune's batch (calibration.calibrate_sft's defaults)
+SFT_ROWS, SFT_LENGTH = 16, 512   # a full fine-tune's batch (calibration.calibrate_sft's defaults; a notebook's
+#                                  calibration_batch_size replaces the first); logits counted whole (TRL's fused
+#                                  log-prob kernel, where it runs, holds fewer)
 ROUND_FACTOR = 2.3      # passes per token of the longest game: bench/forwards.py measured 1.8-3.0 (one batch per agent)
+DOND_LOGS = 6117        # Deal or No Deal's logged human dialogues (12,234 lines, one per side: envs/dealnodeal)
+PROCESS_BYTES = 2**30   # assumed: what each run's process holds beyond its tensors (CUDA context, allocator slack)
+
+
+@dataclass(frozen=True)
+class Device:
+    """The GPU a profile is sized for, as the estimate assumes it (none of these rates is measured here: no GPU).
+
+    forward_ms: one batched decoding pass when the GPU is otherwise idle; small models decode at the pace of Python
+        and kernel launches, whatever the batch (the passes of runs that share the GPU interleave in that idle time);
+    bandwidth: sustained memory bandwidth in GB/s: the GPU's own time for a pass is the bytes it reads (the
+        weights, the batch's KV caches) over it, which bounds how many runs can share it;
+    tflops: the update's sustained rate (compute-bound: runs that share the GPU do not overlap there);
+    bf16: native bfloat16; without it a run keeps float32 weights under fp16 autocast (`models.resolve_precision`)."""
+    name: str
+    memory_gib: float
+    forward_ms: float
+    bandwidth: float
+    tflops: float
+    bf16: bool
+
+
+DEVICES = {"gpu": Device("one 80 GB GPU (H100)", 80.0, 25.0, 2000.0, 100.0, True),    # 3.35 TB/s, 990 TFLOP/s peak
+           "colab": Device("Colab's T4 (15 GiB usable)", 15.0, 40.0, 200.0, 20.0, False)}   # 320 GB/s, 65 peak
 STEMS = ("01_calibrated_interactive_rl", "02_socialrl", "03_scope_simulator_collapse", "04_ibrl_bilateral")
 
 
@@ -155,52 +187,69 @@ def workload(stem: str, p: dict) -> list[dict]:
     record per kind of run: {"what", "model" (the trained one), "others" (frozen models on the device while it trains),
     "runs", "steps", "games" (per step), "turns" (per game, both roles), "tokens" (per turn), "trained_turns" (per game
     and adapter), "adapters", "lm_seats" (language-model agents in a game, each with its KV cache), "step_forwards"
-    (sequential passes a step adds after its games: the LLM judge), "eval_cells" (evaluation plays of "eval_games"
-    games per run), "sft" (full fine-tunes before training: their token counts)}. What a parameter does not say is an
-    assumption of this module, stated with its constant (PROMPT_TOKENS)."""
+    (sequential passes a step adds after its games: the LLM judge), "eval_plays" (a run's evaluations of
+    "eval_games" games a counterpart, in plays of two language-model agents: a play of m such agents, each with its
+    own batch, counts m / 2), "sft" (the full fine-tunes before the runs, one at a time in the notebook's process:
+    their tokens), "check_plays" (the design checks before the runs, one at a time, counted alike: a counterpart's
+    probe is a play of one, a room test one play of every seed's counterpart and base policy)}. What a parameter does
+    not say is an assumption of this module, stated with its constant (PROMPT_TOKENS)."""
     seeds, games = p["n_seeds"], p["scenarios_per_step"] * p["group_size"]
+    curve = p["steps"] // p["eval_every"] if p.get("eval_every") else 0   # the learning curve's evaluations
     base = {"steps": p["steps"], "games": games, "tokens": p["max_new_tokens"], "sft": [], "step_forwards": 0,
-            "lm_seats": 2, "adapters": 1, "eval_games": p["eval_scenarios"]}
+            "lm_seats": 2, "adapters": 1, "eval_games": p["eval_scenarios"], "check_plays": 0}
     if stem == "01_calibrated_interactive_rl":
         horizons = len(p["horizons"]) if p["train_each_horizon"] else 0
         model, turns = p["policy_model"], p["max_turns"]
-        logs = (p.get("n_human_logs") or 2000) * (PROMPT_TOKENS + turns * p["max_new_tokens"])
+        logs = (p["human_logs_limit"] or DOND_LOGS) if p["human_logs"] else p["n_human_logs"]
+        log_tokens = PROMPT_TOKENS + turns * p["max_new_tokens"]   # an upper bound: logged turns are shorter
+        sft = [0.6 * logs * log_tokens * p["calibration_epochs"]] * seeds   # a calibrated simulator per seed
+        if p["human_logs"]:   # the human proxy, on its own quarter of the logs
+            sft.append(0.25 * logs * log_tokens * p["human_model_epochs"])
+        evals = (1 + bool(p["human_logs"])) / 2   # the policy against the proxy (a model of the logs, or scripted)
         return [{**base, "what": "interactive and calibrated RL (a simulator in the user's seat)", "model": model,
                  "others": [model], "runs": seeds * (2 + horizons), "turns": turns, "trained_turns": turns // 2,
-                 "eval_cells": 3, "sft": [logs, logs]},   # the calibrated simulator and the human proxy
+                 "eval_plays": evals, "sft": sft,
+                 "check_plays": 2 * seeds * 0.5 + 2 * seeds},   # both simulators' probes and rooms
                 {**base, "what": "static context RL (one turn per logged context)", "model": model, "others": [],
-                 "runs": seeds, "turns": 1, "trained_turns": 1, "lm_seats": 1, "eval_cells": 3}]
+                 "runs": seeds, "turns": 1, "trained_turns": 1, "lm_seats": 1, "eval_plays": evals}]
     if stem == "02_socialrl":
         trained = [m for m in p["methods"] if m != "base"]
-        llm_judge = p["judge"] == "llm"
+        llm_judge, lm_partner = p["judge"] == "llm", bool(p["partner_model"])
+        lm_panel = len(p["heldout_models"]) + len(p["heldout_packaged"])
         return [{**base, "what": "the agent against its LM partner" + (", the LLM judge" if llm_judge else ""),
                  "model": p["policy_model"],
                  "others": [p["partner_model"] or p["policy_model"]] + ([p["judge_model"]] if llm_judge else []),
                  "runs": seeds * len(trained), "turns": 2 * p["max_exchanges"], "trained_turns": p["max_exchanges"],
                  "step_forwards": p["judge_max_new_tokens"] if llm_judge else 0,
-                 "eval_cells": len(p["heldout_partners"]) + len(p["heldout_models"]) + len(p["heldout_packaged"])}]
+                 "eval_plays": (1 + curve) * (1 + lm_panel) / 2,
+                 "check_plays": (lm_partner * seeds + lm_panel) * 0.5 + seeds * (1 + lm_partner) / 2}]
     if stem == "03_scope_simulator_collapse":
         trained = [m for m in p["methods"] if m != "base"]
         cotrained = sum(m in ("cotrain", "population") for m in trained)
-        panel = (len(p["heldout_personas"]) + len(p["heldout_corpus_seeds"]) + len(p["heldout_models"])
-                 + len(p["heldout_packaged"]) + 1)   # + the human-fit persuadee
+        lm_panel = len(p["heldout_corpus_seeds"]) + len(p["heldout_models"]) + len(p["heldout_packaged"]) + 1
         run = {**base, "model": p["policy_model"], "others": [p["policy_model"]], "turns": 2 * p["max_exchanges"],
-               "trained_turns": p["max_exchanges"], "eval_cells": panel + 1}
-        frozen = {**run, "what": "the persuader against a frozen simulator", "runs": seeds * (len(trained) - cotrained)}
+               "trained_turns": p["max_exchanges"],   # + the human-fit persuadee, + the training simulator's check
+               "eval_plays": (1 + lm_panel) / 2 + 1 + curve * (1 + lm_panel) / 2}
+        sims = len(trained) - cotrained + bool(cotrained)   # the simulators checked (a co-trained one: its start)
+        frozen = {**run, "what": "the persuader against a frozen simulator", "runs": seeds * (len(trained) - cotrained),
+                  "check_plays": (seeds * sims + lm_panel) * 0.5 + sims * seeds}
         if "vs" in trained:   # the longest game: the simulator's turns are Verbalized Sampling answers
             frozen["tokens"] = (p["max_new_tokens"] + p["vs_max_new_tokens"]) / 2
         cotrain = {**run, "what": "persuader and simulator co-trained (two adapters of one model)", "others": [],
-                   "adapters": 2, "runs": seeds * cotrained}
+                   "adapters": 2, "runs": seeds * cotrained, "check_plays": 0 if frozen["runs"] else
+                   frozen["check_plays"]}
         return [r for r in (frozen, cotrain) if r["runs"]]
     if stem == "04_ibrl_bilateral":
         out = []
         for task in p["tasks"]:
-            panel = len(p[f"{task}_panel"]) + 1 + (len(p["telesales_packaged"]) if task == "telesales" else 0)
             heldout = p[f"{task}_heldout"]
+            lm_panel = 1 + (len(p["telesales_packaged"]) if task == "telesales" else 0)   # + the held-out model
+            roles = 1 if task == "telesales" else 2   # the roles whose counterparts are probed, the rooms tested
             out.append({**base, "what": f"{task}: unilateral and IB-RL (two adapters of one model)",
                         "model": p[f"{task}_model"], "others": [heldout] if heldout else [], "adapters": 2,
                         "runs": seeds * (2 + bool(p["ablation"])), "turns": p["max_turns"],
-                        "trained_turns": p["max_turns"] // 2, "eval_cells": 2 * (panel + 1)})
+                        "trained_turns": p["max_turns"] // 2, "eval_plays": (2 + lm_panel) / 2,
+                        "check_plays": roles * (seeds + lm_panel) * 0.5 + 2 * seeds})
         return out
     raise ValueError(f"no workload for {stem!r}; known: {', '.join(STEMS)}")
 
@@ -216,18 +265,23 @@ def chunk_shape(context: int, turns: int, tokens: float, minibatch_turns: int = 
     return rows * context, int(rows * turns * tokens)
 
 
-def estimate(stem: str, params: dict, minibatch_turns: int = 64, minibatch_tokens: int | None = None,
-             forward_ms: float = FORWARD_MS, tflops: float = TFLOPS) -> list[dict]:
+def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch_turns: int = 64,
+             minibatch_tokens: int | None = None) -> list[dict]:
     """Peak memory (bytes) and wall time of each kind of training run of notebook `stem` under `params` (its
-    parameters under a profile): [{"what", "runs", "peak" (the largest phase), "phases" ({"update", "decode"[, "sft"]},
-    bytes), "seconds_per_run", "hours" (all its runs, one at a time), "chunk" (row tokens, logit positions)}].
-    Time: each step's decoding as ROUND_FACTOR passes per token of the longest game (every turn at full length) at
-    `forward_ms` a pass, the update's FLOPs at `tflops` (forward and input gradients, 4 x parameters a token, per epoch;
-    the behaviour and reference passes, 2 x parameters a token each), evaluation plays alike, full fine-tunes at 6 x
-    parameters a token. Hub models only (`hub.HUB_CONFIGS`). `minibatch_tokens` None: the profile's own."""
+    parameters under a profile) on `device`: [{"what", "runs", "at_once", "peak" (a run's largest phase), "phases"
+    ({"update", "decode"[, "sft"]}, bytes), "memory" (the runs at once, each with PROCESS_BYTES, or a full
+    fine-tune before them), "seconds_per_run" (a run's training and evaluation),
+    "hours" (all its runs, `processes` at a time: in
+    waves as far as decoding goes), "chunk" (row tokens, logit positions)}].
+    Time: each step's decoding as ROUND_FACTOR passes per token of the longest game (every turn at full length),
+    evaluation plays alike; a pass takes the device's `forward_ms`, or, when the runs at once need more of the GPU's
+    own time than that, their passes' bytes over its bandwidth. The update's FLOPs (forward and input gradients, 4 x
+    parameters a token, per epoch; the behaviour and reference passes, 2 x parameters a token each) and full
+    fine-tunes (6 x parameters a token) at `tflops`, one run at a time. Hub models only (`hub.HUB_CONFIGS`).
+    `minibatch_tokens` None: the profile's own."""
     from dialogrl.hub import HUB_CONFIGS, hub_config
 
-    precision = "bf16" if params.get("bf16") else "no"
+    precision = ("bf16" if device.bf16 else "fp16") if params.get("bf16") else "no"
     lora_r = params.get("lora_r", 8)
     minibatch_tokens = minibatch_tokens if minibatch_tokens is not None else params.get("minibatch_tokens")
     epochs = params.get("epochs_per_step", 1)
@@ -241,22 +295,34 @@ def estimate(stem: str, params: dict, minibatch_turns: int = 64, minibatch_token
         others = sum(weight_bytes(hub_config(m), precision) for m in set(w["others"]) if m in HUB_CONFIGS)
         context = int(PROMPT_TOKENS + w["turns"] * w["tokens"])
         chunk = chunk_shape(context, w["trained_turns"], w["tokens"], minibatch_turns, minibatch_tokens)
+        games = max(w["games"], w["eval_games"]) * w["lm_seats"]   # an evaluation cell plays all its games at once
         phases = {"update": update_memory(config, *chunk, precision, lora_r, w["adapters"],
                                           other_weights=others)["total"],
-                  "decode": decode_memory(config, w["games"] * context * w["lm_seats"], w["games"] * w["lm_seats"],
-                                          precision, other_weights=others)["total"]}
-        if w["sft"]:   # float32 weights, gradients and AdamW's moments; a batch of SFT_ROWS x SFT_LENGTH tokens
-            tokens = SFT_ROWS * SFT_LENGTH   # (calibration.calibrate_sft's), activations under bf16 autocast
-            phases["sft"] = int(n_params * 16 + tokens * saved_bytes_per_token(config, precision, lora_r)[0]
-                                * config.num_hidden_layers + tokens * config.vocab_size * 4 * LOGIT_COPIES)
+                  "decode": decode_memory(config, games * context, games, precision, other_weights=others)["total"]}
+        if w["sft"]:   # float32 weights, gradients and AdamW's moments; a batch of sequences of SFT_LENGTH tokens
+            tokens = params.get("calibration_batch_size", SFT_ROWS) * SFT_LENGTH   # activations under autocast
+            per_layer, once, fixed = saved_bytes_per_token(config, precision, lora_r)
+            phases["sft"] = int(n_params * 16 + (tokens * per_layer + fixed) * config.num_hidden_layers
+                                + tokens * once + tokens * config.vocab_size * 4 * LOGIT_COPIES)
+        at_once = max(1, min(params.get("processes", 1), w["runs"]))
+        # a pass of one agent's batch reads its weights and its games' caches (half full on average)
+        pass_bytes = weight_bytes(config, precision) + w["games"] * context / 2 * kv_bytes_per_token(
+            config, 2 if precision == "bf16" else 4)
+        pass_s = max(device.forward_ms / 1000, at_once * pass_bytes / (device.bandwidth * 1e9))
         game_passes = ROUND_FACTOR * w["turns"] * w["tokens"]
+        decode_s = (w["steps"] * (game_passes + w["step_forwards"]) + w["eval_plays"] * game_passes) * pass_s
+        checks_s = w["check_plays"] * game_passes * device.forward_ms / 1000
         update_flops = n_params * w["games"] * context * w["adapters"] * (4 * epochs + 2 + 2 * bool(
             params.get("kl_coef")))
-        step_s = (game_passes + w["step_forwards"]) * forward_ms / 1000 + update_flops / (tflops * 1e12)
-        seconds = (w["steps"] * step_s + w["eval_cells"] * game_passes * forward_ms / 1000
-                   + sum(6 * n_params * t for t in w["sft"]) / (tflops * 1e12))
-        out.append({"what": w["what"], "runs": w["runs"], "peak": max(phases.values()), "phases": phases,
-                    "seconds_per_run": seconds, "hours": w["runs"] * seconds / 3600, "chunk": chunk})
+        compute_s = w["steps"] * update_flops / (device.tflops * 1e12)
+        sft_s = sum(6 * n_params * t for t in w["sft"]) / (device.tflops * 1e12) + checks_s
+        run_peak = max(phases["update"], phases["decode"])
+        out.append({"what": w["what"], "runs": w["runs"], "at_once": at_once, "peak": max(phases.values()),
+                    "phases": phases, "memory": max(at_once * (run_peak + PROCESS_BYTES),
+                                                    phases.get("sft", 0) + PROCESS_BYTES),
+                    "seconds_per_run": decode_s + compute_s,
+                    "hours": (math.ceil(w["runs"] / at_once) * decode_s + w["runs"] * compute_s + sft_s) / 3600,
+                    "chunk": chunk})
     return out
 
 
@@ -272,21 +338,23 @@ def profile_params(stem: str, profile: str = "gpu") -> dict:
                                                         params_dir=root / "params")}
 
 
-def estimate_table(stem: str, profile: str = "gpu", gpu_memory: float = 80.0, **kwargs) -> str:
-    """`python -m dialogrl estimate`'s markdown: each kind of run's peak memory and time under the profile, and
-    whether it fits `gpu_memory` GiB."""
-    rows = estimate(stem, profile_params(stem, profile), **kwargs)
+def estimate_table(stem: str, profile: str = "gpu", device: Device | None = None, **kwargs) -> str:
+    """`python -m dialogrl estimate`'s markdown: each kind of run's peak memory and time under the profile on
+    `device` (None: the profile's own, DEVICES), and whether the runs at once fit its memory."""
+    device = device or DEVICES.get(profile, DEVICES["gpu"])
+    rows = estimate(stem, profile_params(stem, profile), device, **kwargs)
     gib = 2**30
-    lines = [f"{stem}, profile {profile}: predicted by dialogrl.estimate (prompt {PROMPT_TOKENS} tokens, "
-             f"{kwargs.get('forward_ms', FORWARD_MS):g} ms a decoding pass, {kwargs.get('tflops', TFLOPS):g} "
-             f"TFLOP/s in the update; every turn at full length)", "",
-             "| runs of | runs | peak GiB (update / decode / sft) | update chunk (rows + logit positions) | "
-             f"per run | all runs | fits {gpu_memory:g} GiB |", "|---|---|---|---|---|---|---|"]
+    lines = [f"{stem}, profile {profile}, on {device.name}: predicted by dialogrl.estimate (assumed: prompts of "
+             f"{PROMPT_TOKENS} tokens, every turn at full length, {device.forward_ms:g} ms a decoding pass, "
+             f"{device.bandwidth:g} GB/s, {device.tflops:g} TFLOP/s in the update)", "",
+             "| runs of | runs | at once | a run's peak GiB (update / decode / sft) | update chunk (rows + logit "
+             f"positions) | per run | all runs | GiB at once (fits {device.memory_gib:g}) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ph = " / ".join(f"{r['phases'][k] / gib:.1f}" if k in r["phases"] else "-" for k in ("update", "decode", "sft"))
-        lines.append(f"| {r['what']} | {r['runs']} | {r['peak'] / gib:.1f} ({ph}) | {r['chunk'][0]:,} + "
-                     f"{r['chunk'][1]:,} | {r['seconds_per_run'] / 3600:.1f} h | {r['hours']:.1f} h | "
-                     f"{'yes' if r['peak'] <= gpu_memory * gib else '**no**'} |")
-    total = sum(r["hours"] for r in rows)
-    lines += ["", f"All runs one at a time: {total:.1f} h."]
+        fits = "yes" if r["memory"] <= device.memory_gib * gib else "**no**"
+        lines.append(f"| {r['what']} | {r['runs']} | {r['at_once']} | {r['peak'] / gib:.1f} ({ph}) | "
+                     f"{r['chunk'][0]:,} + {r['chunk'][1]:,} | {r['seconds_per_run'] / 3600:.1f} h | "
+                     f"{r['hours']:.1f} h | {r['memory'] / gib:.1f} ({fits}) |")
+    lines += ["", f"All runs: {sum(r['hours'] for r in rows):.1f} h."]
     return "\n".join(lines)

@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-PROFILES = ("smoke", "cpu", "gpu")  # the named profiles of every notebook (README: profiles)
+PROFILES = ("smoke", "cpu", "gpu", "colab")  # the named profiles of every notebook (README: profiles)
+GPU_PROFILE_GIB = 40  # "auto" on a CUDA GPU with at least this much memory runs gpu (sized for 80 GB), else colab
 
 
 class ParameterError(ValueError):
@@ -317,18 +318,19 @@ def check_params(namespace: Mapping[str, Any], spec: Mapping[str, Rule | str],
     return out
 
 
-def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool | None = None,
+def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool | float | None = None,
                     params_dir: str | Path | None = None, passed: set[str] | None = None) -> str:
-    """Apply a notebook's profile to its parameters (its globals); returns the profile (smoke | cpu | gpu).
+    """Apply a notebook's profile to its parameters (its globals); returns the profile (smoke | cpu | gpu | colab).
 
-    `profile = "auto"` becomes `gpu` on a CUDA machine and `cpu` elsewhere. `cpu` keeps the parameters cell's values
-    (the cell's defaults are the cpu profile); `smoke` and `gpu` replace them by params/<stem>/<profile>.yaml's, so
-    that `profile = "smoke"` typed in the cell gives the run that `papermill -f params/<stem>/smoke.yaml` and
-    `python -m dialogrl reproduce --profile smoke` give. A parameter passed explicitly (papermill's `-p`, or a key of
-    its `-f` file) still wins over the profile's file.
-    cuda: None asks torch (only for "auto"). passed: the explicitly passed parameter names; None reads them from
-    papermill's injected-parameters cell in this kernel's history (`papermill_parameters`). Raises ParameterError for
-    a missing profile file or a key of it that is not a parameter.
+    `profile = "auto"` becomes `gpu` on a CUDA GPU of GPU_PROFILE_GIB or more, `colab` on a smaller one (a T4), and
+    `cpu` elsewhere. `cpu` keeps the parameters cell's values (the cell's defaults are the cpu profile); the others
+    replace them by params/<stem>/<profile>.yaml's, so that `profile = "smoke"` typed in the cell gives the run that
+    `papermill -f params/<stem>/smoke.yaml` and `python -m dialogrl reproduce --profile smoke` give. A parameter
+    passed explicitly (papermill's `-p`, or a key of its `-f` file) still wins over the profile's file.
+    cuda: None asks torch (only for "auto"); True, False, or the GPU's memory in GiB. passed: the explicitly passed
+    parameter names; None reads them from papermill's injected-parameters cell in this kernel's history
+    (`papermill_parameters`). Raises ParameterError for a missing profile file or a key of it that is not a
+    parameter.
     """
     profile = namespace.get("profile")
     if profile not in ("auto", *PROFILES):
@@ -337,10 +339,11 @@ def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool |
         if cuda is None:
             import torch
 
-            cuda = torch.cuda.is_available()
-        profile = "gpu" if cuda else "cpu"
-        print(f"profile auto -> {profile} ({'a' if cuda else 'no'} CUDA device)")
-    if profile in ("smoke", "gpu"):
+            cuda = (torch.cuda.get_device_properties(0).total_memory / 2**30 if torch.cuda.is_available() else 0)
+        gib = 80.0 if cuda is True else float(cuda)   # True: a GPU of unstated memory, taken as a large one
+        profile = "cpu" if not cuda else "gpu" if gib >= GPU_PROFILE_GIB else "colab"
+        print(f"profile auto -> {profile} (" + (f"a CUDA GPU of {gib:.0f} GiB" if cuda else "no CUDA device") + ")")
+    if profile != "cpu":
         import yaml
 
         from dialogrl.run import repo_root
