@@ -271,3 +271,16 @@ def test_cells_played_at_once_play_as_they_do_alone_in_fewer_passes(dond_lm):
     assert together.n < passes
     with pytest.raises(ValueError, match="agent mappings for"):
         play(TASK, [cells[0][0]], scenarios)
+
+
+def test_cells_whose_wrappers_share_a_model_play_apart_and_as_alone(dond_lm):
+    """Two Verbalized Sampling wrappers around one LMAgent (each hands back only the turns it asked for) cannot share
+    a play: play_cells plays their cells one after another, each game as it plays alone."""
+    model, tok = dond_lm
+    lm = LMAgent(model, tok, max_new_tokens=24, name="sim")
+    wrappers = [VerbalizedSampling(lm, k=2, retries=0, seed=s) for s in (0, 1)]
+    scenarios = TASK.sample_scenarios(4, seed=6)
+    seeds = [stream_seed("eval-games", 0, i) for i in range(len(scenarios))]
+    cells = [({"A": ScriptedAgent("fair", seed=0), "B": w}, scenarios, seeds) for w in wrappers]
+    alone = [play(TASK, pairing, mine, seeds=own) for pairing, mine, own in cells]
+    assert [games(e) for e in play_cells(TASK, cells)] == [games(e) for e in alone]

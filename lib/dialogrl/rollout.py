@@ -138,18 +138,42 @@ def play_cells(task: Task, cells: Sequence[tuple[Mapping[str, Agent], Sequence, 
                max_live: int | None = None) -> list[list[Episode]]:
     """Several plays at once: cells of (agents, scenarios, seeds), each as `play` would play it alone (seeded games
     play the same), all in one `play`, so that an agent in several cells answers all its games in one batch (the
-    design checks' probes and rooms, an evaluation's counterparts). Returns each cell's Episodes, in order."""
-    agents, scenarios, seeds = [], [], []
-    for pairing, mine, own in cells:
-        agents += [pairing] * len(mine)
-        scenarios += list(mine)
-        seeds += list(own) if own is not None else [None] * len(mine)
-    episodes = play(task, agents, scenarios, seeds=seeds, max_live=max_live)
-    out, start = [], 0
-    for _, mine, _ in cells:
-        out.append(episodes[start:start + len(mine)])
-        start += len(mine)
+    design checks' probes and rooms, an evaluation's counterparts). Cells whose agents would share a wrapped
+    streaming agent with another agent (two counterparts around one LMAgent: each hands back only the turns it
+    asked for) go to the next play, in order. Returns each cell's Episodes, in order."""
+    plays: list[list[int]] = []
+    owner: dict[int, int] = {}   # id(a streaming agent, wrapped or not) -> id(the agent in a pairing that holds it)
+    for k, (pairing, _, _) in enumerate(cells):
+        wants = {inner: id(a) for a in pairing.values() for inner in _streams(a)}
+        if not plays or any(owner.get(inner, holder) != holder for inner, holder in wants.items()):
+            plays.append([])
+            owner = {}
+        plays[-1].append(k)
+        owner.update(wants)
+    out: list[list[Episode]] = [[] for _ in cells]
+    for group in plays:
+        agents, scenarios, seeds = [], [], []
+        for k in group:
+            pairing, mine, own = cells[k]
+            agents += [pairing] * len(mine)
+            scenarios += list(mine)
+            seeds += list(own) if own is not None else [None] * len(mine)
+        episodes = play(task, agents, scenarios, seeds=seeds, max_live=max_live)
+        start = 0
+        for k in group:
+            out[k] = episodes[start:start + len(cells[k][1])]
+            start += len(cells[k][1])
     return out
+
+
+def _streams(agent: Agent) -> set[int]:
+    """The streaming agents `agent` drives: itself, and those it wraps (an `lm`, a population's `members`)."""
+    found = {id(agent)} if isinstance(agent, StreamingAgent) else set()
+    inner = [getattr(agent, "lm", None), *getattr(agent, "members", {}).values()]
+    for a in inner:
+        if isinstance(a, Agent):
+            found |= _streams(a)
+    return found
 
 
 def _agent_names(task: Task, agents: Mapping[str, Agent], state: GameState) -> dict[str, str]:
