@@ -21,6 +21,9 @@ Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_alloc
              used anywhere in the library, so none is measured
   update     one training step of each algorithm (grpo, rloo, ppo with its critic), both roles trainable, bf16 autocast
              in the update: rollout and update seconds of the second step, dialogues per update second
+  memory-model  a hub-shaped Qwen2.5-0.5B (random weights, committed config): one update of a gpu-profile-shaped
+             chunk, its measured peak over the memory model's prediction (dialogrl.estimate), and the KV cache's
+             bytes a token over hub.kv_bytes_per_token's
   notebooks  each notebook at its `gpu` profile with the embedded models in place of the hub models and the smoke
              profile's sizes (papermill; wall time, and whether it wrote its summary.json)
 The last lines are a markdown table (paste it into papers/README.md with the date and the GPU) and the JSON's path.
@@ -182,6 +185,63 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
     row["clipfrac"] = {k: round(v, 3) for k, v in step.items() if k.endswith("/clipfrac")}
 
 
+def memory_stage(row: dict, device: str, small: bool, half: bool) -> None:
+    """The memory model (dialogrl.estimate) against this device: one Trainer.update of a Qwen2.5-0.5B-shaped model
+    (random weights from the committed config, nothing downloaded; 2 layers with --small) on a chunk of the gpu
+    profiles' shape (two games of a 256-token prompt and five 64-token turns, under their 4,096-token bound), the
+    peak it adds beside `estimate.update_memory`'s activations and logits (measured on CUDA only: the CPU's is the
+    suite's tests/test_estimate.py); and the KV cache's bytes a token beside `hub.kv_bytes_per_token`."""
+    import random
+
+    import torch
+
+    from dialogrl.envs import DealOrNoDeal
+    from dialogrl.envs.dealnodeal import ScriptedAgent
+    from dialogrl.estimate import update_memory
+    from dialogrl.hub import kv_bytes_per_token
+    from dialogrl.models import add_adapters, hub_shaped_model
+    from dialogrl.rl.trainer import RoleSpec, Sample, TrainConfig, Trainer, chunk_tokens
+
+    hub_id = "Qwen/Qwen2.5-0.5B-Instruct"
+    model, tok = hub_shaped_model(hub_id, device=device, bf16=half, **({"num_hidden_layers": 2} if small else {}))
+    ids = torch.randint(0, 1000, (1, 256), device=device)
+    with torch.no_grad():
+        cache = model(input_ids=ids, use_cache=True).past_key_values
+    kv = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values)) / 256
+    row.update(hub_shape=hub_id, layers=model.config.num_hidden_layers, kv_bytes_per_token=int(kv),
+               kv_bytes_per_token_predicted=kv_bytes_per_token(model.config, 2 if half else 4))
+    del cache
+    model = add_adapters(model, ["A"], r=16, alpha=32)
+    precision = "bf16" if half else "no"
+    config = TrainConfig(scenarios_per_step=1, group_size=2, kl_coef=0.0, minibatch_tokens=4096,
+                         mixed_precision=precision)
+    trainer = Trainer(DealOrNoDeal(), model, tok, {"A": RoleSpec(adapter="A", trainable=True, lr=1e-4),
+                                                   "B": RoleSpec(agent=ScriptedAgent("fair"))}, config)
+    rng = random.Random(0)
+    samples = []
+    for _ in range(2):   # each turn's prompt continues the last prompt and completion: a game packs into one row
+        context = [rng.randrange(tok.vocab_size) for _ in range(256)]
+        for _ in range(5):
+            out = [rng.randrange(tok.vocab_size) for _ in range(64)]
+            samples.append(Sample("A", list(context), out, [-1.0] * 64, rng.choice([-1.0, 1.0])))
+            context += out + [rng.randrange(tok.vocab_size) for _ in range(64)]
+    trainer.update("A", samples[:2])   # the optimizer's state exists before the measured update
+    positions = sum(len(x.completion_ids) for x in samples)
+    rows = chunk_tokens(samples, list(range(len(samples)))) - positions
+    m = update_memory(model.config, rows, positions, precision, lora_r=16, device=device)
+    row.update(row_tokens=rows, logit_positions=positions,
+               predicted_gib=round((m["activations"] + m["logits"]) / 2**30, 3))
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+    trainer.update("A", samples)
+    if device == "cuda":
+        torch.cuda.synchronize()
+        row["measured_gib"] = round((torch.cuda.max_memory_allocated() - before) / 2**30, 3)
+        row["measured_over_predicted"] = round(row["measured_gib"] / row["predicted_gib"], 3)
+
+
 def notebook_check_parameters(stem: str, paths: dict[str, str], stand_in: str = "embedded") -> dict:
     """The notebook's gpu profile (params/<stem>/gpu.yaml) at the smoke profile's sizes, with the embedded models
     in `paths` ({game: folder}), or the packaged model (stand_in="packaged"), in place of its hub models. Raises
@@ -296,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
             with Stage(report, f"update-{algorithm}", device) as row:
                 row["dialogues"] = scenarios * group
                 update_stage(row, lib_model, device, algorithm, scenarios, group, max_new, half)
+    if library:
+        with Stage(report, "memory-model", device) as row:
+            memory_stage(row, device, args.small, device == "cuda")
     out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     for stem in notebooks:
         with Stage(report, f"notebook-{stem}", device) as row:

@@ -57,9 +57,12 @@ def test_the_library_stages_run_on_the_cpu(tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = json.loads(out.read_text())
     stages = {r["stage"]: r for r in report["stages"]}
-    assert {"build", "load", "rollout", "update-grpo", "update-rloo", "update-ppo"} <= set(stages)
+    assert {"build", "load", "rollout", "update-grpo", "update-rloo", "update-ppo", "memory-model"} <= set(stages)
     assert not [r for r in report["stages"] if "error" in r]
     assert stages["rollout"]["transformers_tokens_per_s"] > 0 and stages["rollout"]["lean_tokens_per_s"] > 0
     assert all(stages[f"update-{a}"]["update_s"] > 0 for a in ("grpo", "rloo", "ppo"))
+    memory = stages["memory-model"]   # on the CPU: the KV cache counted, the update's peak predicted (measured on CUDA)
+    assert memory["kv_bytes_per_token"] == memory["kv_bytes_per_token_predicted"] > 0
+    assert memory["predicted_gib"] > 0 and memory["row_tokens"] + memory["logit_positions"] <= 4096
     assert "| stage | seconds |" in res.stdout
 
