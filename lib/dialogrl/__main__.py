@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             device = replace(DEVICES[args.profile], **{k: v for k, v in (
                 ("memory_gib", args.gpu_memory), ("forward_ms", args.forward_ms), ("bandwidth", args.bandwidth),
                 ("tflops", args.tflops)) if v is not None})
+            if args.gpu_memory is not None:
+                device = replace(device, name=f"a GPU of {args.gpu_memory:g} GiB")
             kwargs = {"minibatch_tokens": args.minibatch_tokens} if args.minibatch_tokens is not None else {}
             for stem in args.stems or STEMS:
                 print(estimate_table(stem, args.profile, device, **kwargs), end="\n\n")
