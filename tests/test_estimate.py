@@ -139,3 +139,11 @@ def test_chunk_shape_keeps_whole_games():
     assert chunk_shape(1000, 5, 96, minibatch_turns=64) == (12 * 1000, 12 * 5 * 96)
     assert chunk_shape(1000, 5, 96, minibatch_tokens=3000) == (2 * 1000, 2 * 5 * 96)
     assert chunk_shape(1000, 5, 96, minibatch_tokens=10) == (1000, 5 * 96)   # one game at least
+
+
+def test_the_command_line_estimates_a_profile_on_a_given_gpu():
+    out = subprocess.run([sys.executable, "-m", "dialogrl", "estimate", "04_ibrl_bilateral", "--profile", "colab",
+                          "--gpu-memory", "12"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "profile colab, on a GPU of 12 GiB" in out.stdout and "(fits 12)" in out.stdout
+    assert "(**no**)" in out.stdout   # two runs at once need 12.6 GiB
