@@ -57,10 +57,16 @@ def lora_param_count(config, r: int) -> int:
     return config.num_hidden_layers * r * sum(a + b for a, b in shapes)
 
 
+def value_bytes(precision: str) -> int:
+    """Bytes of a stored weight (and of a KV cache entry: the engines decode in the weights' dtype): bf16 where the
+    precision is bf16; float32 otherwise (fp16 autocast keeps float32 weights, `models.load_model`)."""
+    return 2 if precision == "bf16" else 4
+
+
 def weight_bytes(config, precision: str = "no") -> int:
     """The model's weights: bf16 weights where the precision is bf16; float32 otherwise (fp16 autocast keeps float32
     weights, `models.load_model`)."""
-    return param_count(config) * (2 if precision == "bf16" else 4)
+    return param_count(config) * value_bytes(precision)
 
 
 @functools.cache
@@ -142,7 +148,7 @@ def decode_memory(config, context_tokens: int, rows: int, precision: str = "no",
     (and their log-softmax). Returns {"weights", "kv_cache",
     "logits", "total"}."""
     out = {"weights": weight_bytes(config, precision) + other_weights,
-           "kv_cache": context_tokens * kv_bytes_per_token(config, 2 if precision == "bf16" else 4),
+           "kv_cache": context_tokens * kv_bytes_per_token(config, value_bytes(precision)),
            "logits": rows * config.vocab_size * 4 * 2}
     out["total"] = sum(out.values())
     return out
@@ -307,7 +313,7 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
         at_once = max(1, min(params.get("processes", 1), w["runs"]))
         # a pass of one agent's batch reads its weights and its games' caches (half full on average)
         pass_bytes = weight_bytes(config, precision) + w["games"] * context / 2 * kv_bytes_per_token(
-            config, 2 if precision == "bf16" else 4)
+            config, value_bytes(precision))
         pass_s = max(device.forward_ms / 1000, at_once * pass_bytes / (device.bandwidth * 1e9))
         game_passes = ROUND_FACTOR * w["turns"] * w["tokens"]
         decode_s = (w["steps"] * (game_passes + w["step_forwards"]) + w["eval_plays"] * game_passes) * pass_s
@@ -315,13 +321,13 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
         update_flops = n_params * w["games"] * context * w["adapters"] * (4 * epochs + 2 + 2 * bool(
             params.get("kl_coef")))
         compute_s = w["steps"] * update_flops / (device.tflops * 1e12)
-        sft_s = sum(6 * n_params * t for t in w["sft"]) / (device.tflops * 1e12) + checks_s
+        before_s = sum(6 * n_params * t for t in w["sft"]) / (device.tflops * 1e12) + checks_s   # one at a time
         run_peak = max(phases["update"], phases["decode"])
         out.append({"what": w["what"], "runs": w["runs"], "at_once": at_once, "peak": max(phases.values()),
                     "phases": phases, "memory": max(at_once * (run_peak + PROCESS_BYTES),
                                                     phases.get("sft", 0) + PROCESS_BYTES),
                     "seconds_per_run": decode_s + compute_s,
-                    "hours": (math.ceil(w["runs"] / at_once) * decode_s + w["runs"] * compute_s + sft_s) / 3600,
+                    "hours": (math.ceil(w["runs"] / at_once) * decode_s + w["runs"] * compute_s + before_s) / 3600,
                     "chunk": chunk})
     return out
 
