@@ -254,7 +254,9 @@ def workload(stem: str, p: dict) -> list[dict]:
             out.append({**base, "what": f"{task}: unilateral and IB-RL (two adapters of one model)",
                         "model": p[f"{task}_model"], "others": [heldout] if heldout else [], "adapters": 2,
                         "runs": seeds * (2 + bool(p["ablation"])), "turns": p["max_turns"],
-                        "trained_turns": p["max_turns"] // 2, "eval_plays": (2 + lm_panel) / 2,
+                        "trained_turns": p["max_turns"] // 2,   # + IB-RL's buyer's own check (one run in two)
+                        "eval_plays": (2 + lm_panel) / 2 + (task == "telesales") * p["partner_check_scenarios"] / (
+                            2 * p["eval_scenarios"]),
                         "check_plays": roles * (seeds + lm_panel) * 0.5 + 2 * seeds})
         return out
     raise ValueError(f"no workload for {stem!r}; known: {', '.join(STEMS)}")
