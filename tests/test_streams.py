@@ -284,3 +284,35 @@ def test_cells_whose_wrappers_share_a_model_play_apart_and_as_alone(dond_lm):
     cells = [({"A": ScriptedAgent("fair", seed=0), "B": w}, scenarios, seeds) for w in wrappers]
     alone = [play(TASK, pairing, mine, seeds=own) for pairing, mine, own in cells]
     assert [games(e) for e in play_cells(TASK, cells)] == [games(e) for e in alone]
+
+
+@pytest.mark.parametrize("partner_adapter", ["B", None])
+def test_agents_of_one_model_share_one_batch_and_play_as_they_do_apart(dond_toy_dir, partner_adapter):
+    """LMAgents on one peft model (HF engine) decode in one batch, each row through its own adapter, temperature and
+    turn length: every game is the game they play with a batch each (the adapters differ, so a row routed through
+    the wrong one would show), in fewer forward passes. The partner is adapter B, or the base model."""
+    model, tok = load_model(str(dond_toy_dir), adapters=["A", "B"], device="cpu", lora_r=4)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)   # the adapters start at zero (the base model): make each its own
+    scenarios = TASK.sample_scenarios(12, seed=7)
+    seeds = [stream_seed("eval-games", 0, i) for i in range(len(scenarios))]
+
+    def pairing(share: bool) -> dict:
+        return {"A": LMAgent(model, tok, adapter="A", max_new_tokens=16, lean=False, share_batch=share, name="a"),
+                "B": LMAgent(model, tok, adapter=partner_adapter, max_new_tokens=10, temperature=0.7, lean=False,
+                             share_batch=share, name="b")}
+
+    with counting_forwards() as apart_passes:
+        apart = play(TASK, pairing(False), scenarios, seeds=seeds)
+    with counting_forwards() as shared_passes:
+        shared = play(TASK, pairing(True), scenarios, seeds=seeds)
+    assert games(shared) == games(apart)
+    assert logprobs(shared) == pytest.approx(logprobs(apart), rel=1e-4)   # other batch sizes: float rounding
+    assert max(len(t.completion_ids) for e in shared for t in e.state.turns if t.role == "B") <= 10
+    assert shared_passes.n < 0.75 * apart_passes.n
+    swapped = pairing(False)
+    swapped["A"].adapter = "B" if partner_adapter == "B" else None
+    assert games(play(TASK, swapped, scenarios, seeds=seeds)) != games(apart)   # the adapter matters

@@ -6,6 +6,7 @@ each game's scripted personas are in its package (`dialogrl.envs.<game>.personas
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from collections.abc import Sequence
 
@@ -28,6 +29,10 @@ class LMAgent(StreamingAgent):
     log-probs under the sampling distribution (after temperature and top-p). A game with a seed (GameState.seed)
     samples each role's tokens from its own stream (`rng`), so it plays the same in any batch; a game without one
     samples from torch's global generator.
+    With `share_batch` (the default), agents of one model that decode on the HF engine (a GPU, bf16 weights, or
+    lean=False) share one running batch, each row through its own agent's adapter (`sampling.SharedBatch`): two
+    roles played by adapters of one model take one forward pass a decoding step, not one each. The lean engine (fp32
+    on the CPU) folds one adapter into its weights, so there each agent keeps its own batch.
     In a selection phase (Deal or No Deal, `selection` protocol) the agent does not decode: it uses the task's
     learned `selector` when it has one, else (with `select_by_likelihood`) it scores each of the task's
     `selection_candidates(state)` (every valid split of the pool and 'no agreement') by its log-likelihood and takes
@@ -44,8 +49,10 @@ class LMAgent(StreamingAgent):
 
     def __init__(self, model, tokenizer, adapter: str | None = None, name: str | None = None,
                  max_new_tokens: int = 48, temperature: float = 1.0, top_p: float = 1.0,
-                 select_by_likelihood: bool = True, reuse_cache: bool = True, lean: bool | None = None):
+                 select_by_likelihood: bool = True, reuse_cache: bool = True, lean: bool | None = None,
+                 share_batch: bool = True):
         self.model, self.tok, self.adapter = model, tokenizer, adapter
+        self.share_batch = share_batch
         self.lean = lean  # the decoding engine: see dialogrl.fastdecode.decode_batch
         self.reuse_cache = reuse_cache
         self._cache: dict[tuple, tuple] = {}  # (id(state), role) -> (state, CachedPrefix of its last turn)
@@ -55,7 +62,8 @@ class LMAgent(StreamingAgent):
         self.select_by_likelihood = select_by_likelihood
         self.stop_ids = [tokenizer.eos_token_id] + ([tokenizer.pad_token_id] if tokenizer.pad_token_id is not None
                                                    and tokenizer.pad_token_id != tokenizer.eos_token_id else [])
-        self._batch = None                              # the DecodeBatch of submitted turns
+        self._batch = None                              # the DecodeBatch of submitted turns, or the SharedBatch
+        self._owner, self._seen = next(_OWNERS), -1     # this agent's rows in a SharedBatch; its step at our last look
         self._waiting: dict[int, tuple] = {}            # row key -> (request, prompt ids)
         self._ready: list[tuple[ActRequest, Utterance]] = []
         self._next_key = 0
@@ -75,8 +83,11 @@ class LMAgent(StreamingAgent):
     # step at a time, collect the turns that ended. `act` is the same, for one batch of requests at once.
     def submit(self, requests: Sequence[ActRequest]) -> None:
         """Queue one turn per request; it joins the running batch (continuing from the game's cached context)."""
-        from dialogrl.fastdecode import decode_batch
+        from dialogrl.fastdecode import decode_batch, uses_lean
+        from dialogrl.sampling import SharedBatch
 
+        if self._batch is None and self.share_batch and not uses_lean(self.model, self.lean):
+            self._batch = SharedBatch.of(self.model, self.tok.pad_token_id, self.stop_ids)
         if self._batch is None:
             self._batch = decode_batch(self.model, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
                                        self.sampling_logprobs, keep_cache=self.reuse_cache, lean=self.lean)
@@ -93,19 +104,38 @@ class LMAgent(StreamingAgent):
                 kept = self._cache.pop((id(r.state), r.role), None)
                 prefix = kept[1] if kept is not None and kept[0] is r.state else None
             self._waiting[self._next_key] = (r, prompt)
-            self._batch.add(self._next_key, prompt, prefix, self.rng(r.state, r.role))
+            if isinstance(self._batch, SharedBatch):
+                self._batch.batch.add((self._owner, self._next_key), prompt, prefix, self.rng(r.state, r.role),
+                                      adapter=self.adapter or "__base__", logprob_fn=self.sampling_logprobs,
+                                      max_new_tokens=self.max_new_tokens)
+            else:
+                self._batch.add(self._next_key, prompt, prefix, self.rng(r.state, r.role))
             self._next_key += 1
 
     def busy(self) -> bool:
-        return bool(self._ready) or bool(self._batch)
+        return bool(self._ready) or (bool(self._waiting) if self._shared() else bool(self._batch))
+
+    def _shared(self):
+        from dialogrl.sampling import SharedBatch
+
+        return self._batch if isinstance(self._batch, SharedBatch) else None
 
     def advance(self) -> list[tuple[ActRequest, Utterance]]:
-        """One decoding step of the running batch; the (request, utterance) pairs whose turn ended."""
+        """One decoding step of the running batch; the (request, utterance) pairs whose turn ended. In a shared
+        batch that another agent stepped since this agent's last look, no step: that step's finished rows."""
         done, self._ready = self._ready, []
-        if not self._batch:
+        shared = self._shared()
+        if shared is not None:
+            if shared.due(self._seen) and shared.owns(self._owner):
+                shared.step()
+            self._seen = shared.steps
+            finished = [dataclasses.replace(f, key=f.key[1]) for f in shared.collect(self._owner)
+                        if f.key[1] in self._waiting]
+        elif not self._batch:
             return done
-        with self._context():
-            finished = self._batch.step()
+        else:
+            with self._context():
+                finished = self._batch.step()
         for f in finished:
             r, prompt = self._waiting.pop(f.key)
             if f.cache is not None:
@@ -162,6 +192,8 @@ class LMAgent(StreamingAgent):
         """Drop the kept KV caches and token streams: all of them, or with finished_only those of ended games."""
         if not finished_only:
             self._cache, self._rngs = {}, {}
+            if self._shared() is not None:
+                self._shared().collect(self._owner)   # turns finished for games no one waits for any more
             return
         self._cache = {k: v for k, v in self._cache.items() if not v[0].done}
         self._rngs = {k: v for k, v in self._rngs.items() if not v[0].done}
@@ -203,6 +235,9 @@ class LMAgent(StreamingAgent):
             logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.float()
         logp = token_logprobs(logits[:, :-1], ids[:, 1:])  # (N, L-1)
         return {c: logp[i, -(len(s) - len(prompt)):].sum().item() for i, (c, s) in enumerate(zip(candidates, seqs))}
+
+
+_OWNERS = itertools.count()   # each LMAgent's key prefix in a SharedBatch (never reused, unlike id())
 
 
 # ------------------------------------------------------------------------------------------ Verbalized Sampling

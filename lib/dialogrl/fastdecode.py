@@ -275,6 +275,9 @@ class FastDecodeBatch(RowQueue):
     # ------------------------------------------------------------------------------------------- joining
     def _join(self) -> None:
         """Prefill the queued rows into slots B..B+k-1: their cached prefixes copied in, the rest in one forward."""
+        if self.adapters or self.logprob_fns or self.limits:
+            raise ValueError("the lean engine decodes every row with the batch's one adapter, distribution and turn "
+                             "length: a batch that agents share (sampling.SharedBatch) runs on the HF engine")
         rows, self.queue = self.queue, []
         prompts = [q for _, q, _ in rows]
         # reuse n_i cached tokens; at least the prompt's last token must run to give the next-token logits
@@ -350,7 +353,7 @@ class FastDecodeBatch(RowQueue):
                 if self.keep_cache:   # prompt + completion[:-1]: the last sampled token was never fed back
                     cache = CachedPrefix(self.prompts[b] + completion[:-1], self.kv[:, :, b, :, :lens[b]].clone())
                 finished.append(Finished(self.keys[b], completion, self.sampled_lp[b, :n_new[b]].tolist(), cache))
-                self.rngs.pop(self.keys[b], None)
+                self._forget(self.keys[b])
             keep = self._leave(gone)
             tok = tok[keep]
             if not self.keys:
@@ -373,11 +376,16 @@ def decode_batch(model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: in
     dominates a tiny model's step; on a GPU, or in bf16, the HF path keeps its kernels, numerics and memory as they
     are), True (wherever supported), False (always the HF path).
     """
-    p = next(model.parameters())
-    auto = p.device.type == "cpu" and p.dtype == torch.float32
-    if lean is not False and (lean or auto) and lean_supported(model):
+    if uses_lean(model, lean):
         return FastDecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
     return DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+
+
+def uses_lean(model, lean: bool | None = None) -> bool:
+    """Whether `decode_batch(model, ..., lean=lean)` decodes on the lean engine (else on the HF forward)."""
+    p = next(model.parameters())
+    auto = p.device.type == "cpu" and p.dtype == torch.float32
+    return lean is not False and (lean or auto) and lean_supported(model)
 
 
 def sample_turns(model, prompts: Sequence[list[int]], pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,

@@ -183,19 +183,48 @@ class RowQueue:
         self.keys: list[Hashable] = []
         self.prompts: list[list[int]] = []
         self.rngs: dict[Hashable, random.Random] = {}   # the rows that sample from their own stream, by key
+        # a row's own adapter, sampling distribution and turn length (a batch several agents share), by key
+        self.adapters: dict[Hashable, str] = {}
+        self.logprob_fns: dict[Hashable, Callable[[torch.Tensor], torch.Tensor]] = {}
+        self.limits: dict[Hashable, int] = {}
 
     def __len__(self) -> int:
         return len(self.keys) + len(self.queue)
 
     def add(self, key: Hashable, prompt: Sequence[int], prefix: CachedPrefix | None = None,
-            rng: random.Random | None = None) -> None:
+            rng: random.Random | None = None, adapter: str | None = None,
+            logprob_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+            max_new_tokens: int | None = None) -> None:
         """Queue a row: its key (unique among the batch's rows), prompt ids, an earlier context's cache or None,
-        and the random.Random its tokens are sampled from (None: the global torch generator)."""
+        and the random.Random its tokens are sampled from (None: the global torch generator). In a batch that
+        several agents share (`SharedBatch`, the HF engine only): the row's LoRA adapter (peft's "__base__": none),
+        its sampling distribution and its turn length; None: the batch's own."""
         if len(prompt) == 0:
             raise ValueError("empty prompt: a row needs at least one token to predict from")
         self.queue.append((key, list(prompt), prefix))
-        if rng is not None:
-            self.rngs[key] = rng
+        for table, value in ((self.rngs, rng), (self.adapters, adapter), (self.logprob_fns, logprob_fn),
+                             (self.limits, max_new_tokens)):
+            if value is not None:
+                table[key] = value
+
+    def _forget(self, key: Hashable) -> None:
+        """Drop a row's own settings once it has left."""
+        for table in (self.rngs, self.adapters, self.logprob_fns, self.limits):
+            table.pop(key, None)
+
+    def logprobs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The live rows' sampling log-probs (B, V): the batch's `logprob_fn`, or each row's own where it has one."""
+        if not self.logprob_fns:
+            return self.logprob_fn(logits)
+        fns = [self.logprob_fns.get(k, self.logprob_fn) for k in self.keys]
+        groups: dict[int, list[int]] = {}
+        for b, fn in enumerate(fns):
+            groups.setdefault(id(getattr(fn, "__self__", fn)), []).append(b)   # one call per agent
+        out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+        for rows in groups.values():
+            index = torch.tensor(rows, device=logits.device)
+            out[index] = fns[rows[0]](logits[index]).float()
+        return out
 
     def sample(self, logp: torch.Tensor) -> torch.Tensor:
         """One token per live row from its log-probs (B, V), each from the row's own stream where it has one."""
@@ -273,7 +302,7 @@ class DecodeBatch(RowQueue):
             past = _cache(self.model, layers)
         FORWARDS.add()
         out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True,
-                         logits_to_keep=1)
+                         logits_to_keep=1, **self._adapter_names([k for k, _, _ in rows]))
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         next_pos = torch.tensor([len(q) for q in prompts], device=dev)
         return layers, mask, next_pos, out.logits[:, -1]
@@ -297,6 +326,11 @@ class DecodeBatch(RowQueue):
         self.next_pos = torch.cat([self.next_pos, next_pos])
         self.logits = torch.cat([self.logits, logits])
 
+    def _adapter_names(self, keys: list[Hashable]) -> dict:
+        """The forward's `adapter_names` (peft's mixed-adapter batch: each row through its own LoRA adapter) where
+        rows name their adapters; {} otherwise (the model's active adapter for every row)."""
+        return {"adapter_names": [self.adapters.get(k, "__base__") for k in keys]} if self.adapters else {}
+
     # ------------------------------------------------------------------------------------------ decoding
     @torch.no_grad()
     def step(self) -> list[Finished]:
@@ -305,14 +339,15 @@ class DecodeBatch(RowQueue):
             self._join()
         if not self.keys:
             return []
-        logp = self.logprob_fn(self.logits)                                   # (B, V)
+        logp = self.logprobs(self.logits)                                     # (B, V)
         tok = self.sample(logp)                                               # (B,)
         lp = logp.gather(-1, tok[:, None]).squeeze(-1)
         for b, (t, logprob) in enumerate(zip(tok.tolist(), lp.tolist())):
             self.completions[b].append(t)
             self.logps[b].append(logprob)
         lengths = torch.tensor([len(c) for c in self.completions], device=self.device)
-        live = ~torch.isin(tok, self.stop) & (lengths < self.max_new_tokens)
+        limits = torch.tensor([self.limits.get(k, self.max_new_tokens) for k in self.keys], device=self.device)
+        live = ~torch.isin(tok, self.stop) & (lengths < limits)
         finished = []
         for b in (~live).nonzero().squeeze(-1).tolist():
             cache = None
@@ -322,7 +357,7 @@ class DecodeBatch(RowQueue):
                                      torch.stack([torch.stack([layer.keys[b][:, real], layer.values[b][:, real]])
                                                   for layer in self.past.layers]))
             finished.append(Finished(self.keys[b], self.completions[b], self.logps[b], cache))
-            self.rngs.pop(self.keys[b], None)
+            self._forget(self.keys[b])
         if not live.all():
             keep = live.nonzero().squeeze(-1)
             kept = keep.tolist()
@@ -341,7 +376,58 @@ class DecodeBatch(RowQueue):
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.keys), 1)], dim=1)
         FORWARDS.add()
         out = self.model(input_ids=tok[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
-                         past_key_values=self.past, use_cache=True)
+                         past_key_values=self.past, use_cache=True, **self._adapter_names(self.keys))
         self.past, self.logits = out.past_key_values, out.logits[:, -1]
         self.next_pos = self.next_pos + 1
         return finished
+
+
+class SharedBatch:
+    """One `DecodeBatch` for every agent of one model that asks for it (`LMAgent(share_batch=True)` on the HF
+    engine): each row decodes through its own agent's LoRA adapter (peft's mixed-adapter batch), sampling
+    distribution and turn length, so two roles played by adapters of one model (a policy and its simulator, IB-RL's
+    seller and buyer) take one forward pass a decoding step instead of one each.
+
+        shared = SharedBatch.of(model, pad_id, stop_ids)
+        shared.batch.add((owner, n), prompt_ids, adapter="seller", logprob_fn=..., max_new_tokens=48)
+        if shared.due(seen): shared.step()          # then shared.collect(owner): that owner's finished rows
+
+    Rows are keyed (owner, key). `step` runs one pass for every live row and holds each owner's finished rows until
+    it collects them. An owner steps the batch only when no one has stepped it since its own last look (`due`), so
+    agents that take turns advancing (the rollout engine advances each busy agent once a round) share one pass a
+    round. The model must be in eval mode (peft refuses mixed adapters in training mode).
+    """
+
+    def __init__(self, batch: DecodeBatch):
+        self.batch, self.steps = batch, 0
+        self.outbox: dict[Hashable, list[Finished]] = {}
+
+    @classmethod
+    def of(cls, model, pad_id: int, stop_ids: Sequence[int]) -> SharedBatch:
+        """The model's shared batch (made on first use, kept on the model object)."""
+        shared = getattr(model, "_dialogrl_shared_batch", None)
+        if shared is None:
+            batch = DecodeBatch(model, pad_id, stop_ids, max_new_tokens=1, logprob_fn=_no_default, keep_cache=True)
+            shared = cls(batch)
+            model._dialogrl_shared_batch = shared
+        return shared
+
+    def owns(self, owner: Hashable) -> int:
+        """How many of `owner`'s rows are queued or live."""
+        return sum(k[0] == owner for k in self.batch.keys) + sum(k[0] == owner for k, _, _ in self.batch.queue)
+
+    def due(self, seen: int) -> bool:
+        """Whether an owner whose last look was at step `seen` should step the batch (no one stepped it since)."""
+        return seen == self.steps
+
+    def step(self) -> None:
+        for f in self.batch.step():
+            self.outbox.setdefault(f.key[0], []).append(f)
+        self.steps += 1
+
+    def collect(self, owner: Hashable) -> list[Finished]:
+        return self.outbox.pop(owner, [])
+
+
+def _no_default(logits: torch.Tensor) -> torch.Tensor:
+    raise ValueError("a SharedBatch row needs its own logprob_fn (add(..., logprob_fn=))")
