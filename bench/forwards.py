@@ -1,6 +1,6 @@
 """Sequential forward passes of each notebook's rollouts, against the ideal: their longest game played alone.
 
-    python bench/forwards.py [--games 32] [--max-new-tokens 48] [--vs-max-new-tokens 200]
+    python bench/forwards.py [--games 32] [--max-new-tokens 48] [--vs-max-new-tokens 200] [--engine hf|lean]
 
 On one device the decoding engines' forward passes run one after another, and at these batch sizes each costs about
 the same whatever the number of rows: their number, not the number of games, sets a rollout's decoding time. A batch
@@ -17,9 +17,10 @@ embedded models standing in for the hub ones (the counts depend on turn lengths,
   03  persuasion: the persuader (LoRA) against a Verbalized Sampling simulator, and against a population of three
       LM simulators (the ensemble)
   04  TeleSales: seller and buyer, each its own LoRA adapter of one model (IB-RL's joint rollout)
-Each running batch takes one pass a round, so two LM agents that alternate need up to two passes per round of the
-longest game; that is the engine's design (one batch per agent), not a game that waits. The last lines are a markdown
-table (notebook, seats, games, passes, the longest game alone, ratio).
+On the HF engine (`--engine hf`, the default: the engine of a GPU or of bf16 weights) the agents of one model share
+one batch, each row through its own adapter (`sampling.SharedBatch`); on the lean engine (fp32 on the CPU) each agent
+has its own batch, so two LM agents that alternate need up to two passes per round of the longest game. The last
+lines are a markdown table (notebook, seats, games, passes, the longest game alone, ratio).
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ from dialogrl.tiny import warm_start
 def setups(args):
     """name -> (seats, task, agents(): fresh agents for a rollout, after(episodes, agents): the step's later work)."""
     def lm(model, tok, adapter=None, name=None, tokens=args.max_new_tokens, temperature=1.0):
-        return LMAgent(model, tok, adapter=adapter, name=name, max_new_tokens=tokens, temperature=temperature)
+        return LMAgent(model, tok, adapter=adapter, name=name, max_new_tokens=tokens, temperature=temperature,
+                       lean=args.engine == "lean")
 
     dond = load_model(warm_start("tiny-dond"), adapters=["policy"], device="cpu")
     social = load_model(warm_start("tiny-social"), adapters=["policy"], device="cpu")
@@ -88,6 +90,8 @@ def main() -> None:
     ap.add_argument("--vs-max-new-tokens", type=int, default=200, help="tokens per VS answer (default 200)")
     ap.add_argument("--judge-max-new-tokens", type=int, default=200, help="tokens per judge answer (default 200)")
     ap.add_argument("--only", nargs="*", help="setups to run (default: all)")
+    ap.add_argument("--engine", default="hf", choices=["hf", "lean"],
+                    help="hf: the GPU's decoding engine, agents of one model in one batch (default); lean: the CPU's")
     args = ap.parse_args()
     rows = []
     for name, (seats, task, agents, after) in setups(args).items():

@@ -21,6 +21,8 @@ Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_alloc
              used anywhere in the library, so none is measured
   update     one training step of each algorithm (grpo, rloo, ppo with its critic), both roles trainable, bf16 autocast
              in the update: rollout and update seconds of the second step, dialogues per update second
+  checkpoint three PPO steps straight against two, a checkpoint (CUDA RNG state included) and a fresh trainer's
+             third: the largest difference between their adapter weights
   memory-model  a hub-shaped Qwen2.5-0.5B (random weights, committed config): one update of a gpu-profile-shaped
              chunk, its measured peak over the memory model's prediction (dialogrl.estimate), and the KV cache's
              bytes a token over hub.kv_bytes_per_token's
@@ -183,6 +185,40 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
     row["update_dialogues_per_s"] = round(scenarios * group / step["time/update_s"], 1)
     row["reward"] = {k: round(v, 3) for k, v in step.items() if k.startswith("reward/")}
     row["clipfrac"] = {k: round(v, 3) for k, v in step.items() if k.endswith("/clipfrac")}
+
+
+def checkpoint_stage(row: dict, path: str, device: str, max_new_tokens: int, half: bool, folder: Path) -> None:
+    """Stop and resume on this device: 3 PPO steps straight (both roles trainable, two minibatches, bf16 autocast
+    on CUDA) against 2 steps, a fresh trainer from the step-2 checkpoint (its CUDA RNG state included) and the third:
+    the largest difference between the two runs' adapter weights (0 where the device's kernels are deterministic;
+    tests/test_trainer.py asks for exactly 0 on the CPU)."""
+    import shutil
+
+    import torch
+
+    from dialogrl.envs import make_task
+    from dialogrl.models import adapter_parameters, load_model
+    from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
+    from dialogrl.run import seed_everything
+
+    task = make_task("dealnodeal")
+
+    def trainer(out: Path) -> tuple[Trainer, list[dict]]:
+        seed_everything(0)
+        model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=half)
+        cfg = TrainConfig(steps=3, scenarios_per_step=4, group_size=2, algorithm="ppo", kl_coef=0.05, minibatches=2,
+                          max_new_tokens=max_new_tokens, mixed_precision="bf16" if device == "cuda" else "no",
+                          save_every=1)
+        t = Trainer(task, model, tok, {r: RoleSpec(adapter=r, trainable=True, lr=1e-4) for r in task.roles}, cfg)
+        return t, t.train(progress=False, checkpoint_dir=out, resume=True)
+
+    straight, _ = trainer(folder / "straight")
+    shutil.copytree(folder / "straight" / "step-000002", folder / "resumed" / "step-000002")   # stopped after 2
+    resumed, rows = trainer(folder / "resumed")
+    diff = max((p - adapter_parameters(resumed.model, a)[n]).abs().max().item()
+               for a in straight.paths for n, p in adapter_parameters(straight.model, a).items())
+    row.update(resumed_steps=[r["step"] for r in rows], cuda_rng_saved=torch.cuda.is_available(),
+               max_weight_diff=diff, identical=diff == 0.0)
 
 
 def memory_stage(row: dict, device: str, small: bool, half: bool) -> None:
@@ -356,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
             with Stage(report, f"update-{algorithm}", device) as row:
                 row["dialogues"] = scenarios * group
                 update_stage(row, lib_model, device, algorithm, scenarios, group, max_new, half)
+        with Stage(report, "checkpoint", device) as row:
+            checkpoint_stage(row, lib_model, device, max_new, half, Path(tempfile.mkdtemp(prefix="gpu_check-ckpt-")))
     if library:
         with Stage(report, "memory-model", device) as row:
             memory_stage(row, device, args.small, device == "cuda")

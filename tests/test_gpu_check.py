@@ -57,7 +57,9 @@ def test_the_library_stages_run_on_the_cpu(tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = json.loads(out.read_text())
     stages = {r["stage"]: r for r in report["stages"]}
-    assert {"build", "load", "rollout", "update-grpo", "update-rloo", "update-ppo", "memory-model"} <= set(stages)
+    assert {"build", "load", "rollout", "update-grpo", "update-rloo", "update-ppo", "checkpoint",
+            "memory-model"} <= set(stages)
+    assert stages["checkpoint"]["resumed_steps"] == [2] and stages["checkpoint"]["identical"]   # exact on the CPU
     assert not [r for r in report["stages"] if "error" in r]
     assert stages["rollout"]["transformers_tokens_per_s"] > 0 and stages["rollout"]["lean_tokens_per_s"] > 0
     assert all(stages[f"update-{a}"]["update_s"] > 0 for a in ("grpo", "rloo", "ppo"))
