@@ -21,8 +21,8 @@ Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_alloc
              used anywhere in the library, so none is measured
   update     one training step of each algorithm (grpo, rloo, ppo with its critic), both roles trainable, bf16 autocast
              in the update: rollout and update seconds of the second step, dialogues per update second
-  checkpoint three PPO steps straight against two, a checkpoint (CUDA RNG state included) and a fresh trainer's
-             third: the largest difference between their adapter weights
+  checkpoint two PPO steps straight against one, a checkpoint (CUDA RNG state included) and a fresh trainer's
+             second: the largest difference between their adapter weights
   memory-model  a hub-shaped Qwen2.5-0.5B (random weights, committed config): one update of a gpu-profile-shaped
              chunk, its measured peak over the memory model's prediction (dialogrl.estimate), and the KV cache's
              bytes a token over hub.kv_bytes_per_token's
@@ -187,9 +187,11 @@ def update_stage(row: dict, path: str, device: str, algorithm: str, scenarios: i
     row["clipfrac"] = {k: round(v, 3) for k, v in step.items() if k.endswith("/clipfrac")}
 
 
-def checkpoint_stage(row: dict, path: str, device: str, max_new_tokens: int, half: bool, folder: Path) -> None:
-    """Stop and resume on this device: 3 PPO steps straight (both roles trainable, two minibatches, bf16 autocast
-    on CUDA) against 2 steps, a fresh trainer from the step-2 checkpoint (its CUDA RNG state included) and the third:
+def checkpoint_stage(row: dict, path: str, device: str, scenarios: int, max_new_tokens: int, half: bool,
+                     folder: Path) -> None:
+    """Stop and resume on this device: 2 PPO steps straight (`scenarios` x 2 dialogues, both roles trainable, two
+    minibatches, bf16 autocast on CUDA) against 1 step, a fresh trainer from its checkpoint (the CUDA RNG state
+    included) and the second:
     the largest difference between the two runs' adapter weights (0 where the device's kernels are deterministic;
     tests/test_trainer.py asks for exactly 0 on the CPU)."""
     import shutil
@@ -206,14 +208,14 @@ def checkpoint_stage(row: dict, path: str, device: str, max_new_tokens: int, hal
     def trainer(out: Path) -> tuple[Trainer, list[dict]]:
         seed_everything(0)
         model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=half)
-        cfg = TrainConfig(steps=3, scenarios_per_step=4, group_size=2, algorithm="ppo", kl_coef=0.05, minibatches=2,
+        cfg = TrainConfig(steps=2, scenarios_per_step=scenarios, group_size=2, algorithm="ppo", kl_coef=0.05, minibatches=2,
                           max_new_tokens=max_new_tokens, mixed_precision="bf16" if device == "cuda" else "no",
                           save_every=1)
         t = Trainer(task, model, tok, {r: RoleSpec(adapter=r, trainable=True, lr=1e-4) for r in task.roles}, cfg)
         return t, t.train(progress=False, checkpoint_dir=out, resume=True)
 
     straight, _ = trainer(folder / "straight")
-    shutil.copytree(folder / "straight" / "step-000002", folder / "resumed" / "step-000002")   # stopped after 2
+    shutil.copytree(folder / "straight" / "step-000001", folder / "resumed" / "step-000001")   # stopped after 1
     resumed, rows = trainer(folder / "resumed")
     diff = max((p - adapter_parameters(resumed.model, a)[n]).abs().max().item()
                for a in straight.paths for n, p in adapter_parameters(straight.model, a).items())
@@ -393,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
                 row["dialogues"] = scenarios * group
                 update_stage(row, lib_model, device, algorithm, scenarios, group, max_new, half)
         with Stage(report, "checkpoint", device) as row:
-            checkpoint_stage(row, lib_model, device, max_new, half, Path(tempfile.mkdtemp(prefix="gpu_check-ckpt-")))
+            checkpoint_stage(row, lib_model, device, scenarios, max_new, half,
+                             Path(tempfile.mkdtemp(prefix="gpu_check-ckpt-")))
     if library:
         with Stage(report, "memory-model", device) as row:
             memory_stage(row, device, args.small, device == "cuda")
