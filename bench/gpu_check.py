@@ -208,9 +208,9 @@ def checkpoint_stage(row: dict, path: str, device: str, scenarios: int, max_new_
     def trainer(out: Path) -> tuple[Trainer, list[dict]]:
         seed_everything(0)
         model, tok = load_model(path, adapters=list(task.roles), device=device, bf16=half)
-        cfg = TrainConfig(steps=2, scenarios_per_step=scenarios, group_size=2, algorithm="ppo", kl_coef=0.05, minibatches=2,
-                          max_new_tokens=max_new_tokens, mixed_precision="bf16" if device == "cuda" else "no",
-                          save_every=1)
+        cfg = TrainConfig(steps=2, scenarios_per_step=scenarios, group_size=2, algorithm="ppo", kl_coef=0.05,
+                          minibatches=2, max_new_tokens=max_new_tokens, save_every=1,
+                          mixed_precision="bf16" if device == "cuda" else "no")
         t = Trainer(task, model, tok, {r: RoleSpec(adapter=r, trainable=True, lr=1e-4) for r in task.roles}, cfg)
         return t, t.train(progress=False, checkpoint_dir=out, resume=True)
 
