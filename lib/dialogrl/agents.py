@@ -63,6 +63,7 @@ class LMAgent(StreamingAgent):
         self.stop_ids = [tokenizer.eos_token_id] + ([tokenizer.pad_token_id] if tokenizer.pad_token_id is not None
                                                    and tokenizer.pad_token_id != tokenizer.eos_token_id else [])
         self._batch = None                              # the DecodeBatch of submitted turns, or the SharedBatch
+        self._shared = None                             # that SharedBatch (rows keyed (owner, key)), if shared
         self._owner, self._seen = next(_OWNERS), -1     # this agent's rows in a SharedBatch; its step at our last look
         self._waiting: dict[int, tuple] = {}            # row key -> (request, prompt ids)
         self._ready: list[tuple[ActRequest, Utterance]] = []
@@ -87,7 +88,7 @@ class LMAgent(StreamingAgent):
         from dialogrl.sampling import SharedBatch
 
         if self._batch is None and self.share_batch and not uses_lean(self.model, self.lean):
-            self._batch = SharedBatch.of(self.model, self.tok.pad_token_id, self.stop_ids)
+            self._batch = self._shared = SharedBatch.of(self.model, self.tok.pad_token_id, self.stop_ids)
         if self._batch is None:
             self._batch = decode_batch(self.model, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
                                        self.sampling_logprobs, keep_cache=self.reuse_cache, lean=self.lean)
@@ -104,8 +105,8 @@ class LMAgent(StreamingAgent):
                 kept = self._cache.pop((id(r.state), r.role), None)
                 prefix = kept[1] if kept is not None and kept[0] is r.state else None
             self._waiting[self._next_key] = (r, prompt)
-            if isinstance(self._batch, SharedBatch):
-                self._batch.batch.add((self._owner, self._next_key), prompt, prefix, self.rng(r.state, r.role),
+            if self._shared is not None:
+                self._shared.batch.add((self._owner, self._next_key), prompt, prefix, self.rng(r.state, r.role),
                                       adapter=self.adapter or "__base__", logprob_fn=self.sampling_logprobs,
                                       max_new_tokens=self.max_new_tokens)
             else:
@@ -113,20 +114,15 @@ class LMAgent(StreamingAgent):
             self._next_key += 1
 
     def busy(self) -> bool:
-        return bool(self._ready) or (bool(self._waiting) if self._shared() else bool(self._batch))
-
-    def _shared(self):
-        from dialogrl.sampling import SharedBatch
-
-        return self._batch if isinstance(self._batch, SharedBatch) else None
+        return bool(self._ready) or (bool(self._waiting) if self._shared is not None else bool(self._batch))
 
     def advance(self) -> list[tuple[ActRequest, Utterance]]:
         """One decoding step of the running batch; the (request, utterance) pairs whose turn ended. In a shared
         batch that another agent stepped since this agent's last look, no step: that step's finished rows."""
         done, self._ready = self._ready, []
-        shared = self._shared()
+        shared = self._shared
         if shared is not None:
-            if shared.due(self._seen) and shared.owns(self._owner):
+            if shared.due(self._seen) and self._waiting:   # due: every turn of ours it finished, we collected
                 shared.step()
             self._seen = shared.steps
             finished = [dataclasses.replace(f, key=f.key[1]) for f in shared.collect(self._owner)
@@ -192,8 +188,8 @@ class LMAgent(StreamingAgent):
         """Drop the kept KV caches and token streams: all of them, or with finished_only those of ended games."""
         if not finished_only:
             self._cache, self._rngs = {}, {}
-            if self._shared() is not None:
-                self._shared().collect(self._owner)   # turns finished for games no one waits for any more
+            if self._shared is not None:
+                self._shared.collect(self._owner)   # turns finished for games no one waits for any more
             return
         self._cache = {k: v for k, v in self._cache.items() if not v[0].done}
         self._rngs = {k: v for k, v in self._rngs.items() if not v[0].done}

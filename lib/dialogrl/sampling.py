@@ -346,7 +346,8 @@ class DecodeBatch(RowQueue):
             self.completions[b].append(t)
             self.logps[b].append(logprob)
         lengths = torch.tensor([len(c) for c in self.completions], device=self.device)
-        limits = torch.tensor([self.limits.get(k, self.max_new_tokens) for k in self.keys], device=self.device)
+        limits = (torch.tensor([self.limits.get(k, self.max_new_tokens) for k in self.keys], device=self.device)
+                  if self.limits else self.max_new_tokens)
         live = ~torch.isin(tok, self.stop) & (lengths < limits)
         finished = []
         for b in (~live).nonzero().squeeze(-1).tolist():
@@ -411,10 +412,6 @@ class SharedBatch:
             shared = cls(batch)
             model._dialogrl_shared_batch = shared
         return shared
-
-    def owns(self, owner: Hashable) -> int:
-        """How many of `owner`'s rows are queued or live."""
-        return sum(k[0] == owner for k in self.batch.keys) + sum(k[0] == owner for k, _, _ in self.batch.queue)
 
     def due(self, seen: int) -> bool:
         """Whether an owner whose last look was at step `seen` should step the batch (no one stepped it since)."""
