@@ -307,8 +307,11 @@ def test_agents_of_one_model_share_one_batch_and_play_as_they_do_apart(dond_toy_
 
     with counting_forwards() as apart_passes:
         apart = play(TASK, pairing(False), scenarios, seeds=seeds)
+    model.train()   # left in training mode (an SFT, an update): the batch decodes in eval mode and gives it back
     with counting_forwards() as shared_passes:
         shared = play(TASK, pairing(True), scenarios, seeds=seeds)
+    assert model.training
+    model.eval()
     assert games(shared) == games(apart)
     assert logprobs(shared) == pytest.approx(logprobs(apart), rel=1e-4)   # other batch sizes: float rounding
     assert max(len(t.completion_ids) for e in shared for t in e.state.turns if t.role == "B") <= 10

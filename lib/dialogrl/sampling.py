@@ -300,9 +300,8 @@ class DecodeBatch(RowQueue):
                         v[b, :, L - n:] = p.kv[layer, 1, :, :n]
                 layers.append((k, v))
             past = _cache(self.model, layers)
-        FORWARDS.add()
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past, use_cache=True,
-                         logits_to_keep=1, **self._adapter_names([k for k, _, _ in rows]))
+        out = self._forward(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=past,
+                            use_cache=True, logits_to_keep=1, **self._adapter_names([k for k, _, _ in rows]))
         layers = [(layer.keys, layer.values) for layer in out.past_key_values.layers]
         next_pos = torch.tensor([len(q) for q in prompts], device=dev)
         return layers, mask, next_pos, out.logits[:, -1]
@@ -325,6 +324,19 @@ class DecodeBatch(RowQueue):
         self.mask = torch.cat([_left_pad(self.mask, width, 1), _left_pad(mask, width, 1)])
         self.next_pos = torch.cat([self.next_pos, next_pos])
         self.logits = torch.cat([self.logits, logits])
+
+    def _forward(self, **inputs):
+        """One counted forward pass in eval mode: no dropout while sampling, and peft refuses a mixed-adapter batch in
+        training mode. A model left in training mode (after an SFT, say) goes back to it after the pass."""
+        FORWARDS.add()
+        training = self.model.training
+        if training:
+            self.model.eval()
+        try:
+            return self.model(**inputs)
+        finally:
+            if training:
+                self.model.train()
 
     def _adapter_names(self, keys: list[Hashable]) -> dict:
         """The forward's `adapter_names` (peft's mixed-adapter batch: each row through its own LoRA adapter) where
@@ -375,9 +387,8 @@ class DecodeBatch(RowQueue):
                     layer.drop_columns(first)
                 self.mask = self.mask[:, first:]
         self.mask = torch.cat([self.mask, self.mask.new_ones(len(self.keys), 1)], dim=1)
-        FORWARDS.add()
-        out = self.model(input_ids=tok[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
-                         past_key_values=self.past, use_cache=True, **self._adapter_names(self.keys))
+        out = self._forward(input_ids=tok[:, None], attention_mask=self.mask, position_ids=self.next_pos[:, None],
+                            past_key_values=self.past, use_cache=True, **self._adapter_names(self.keys))
         self.past, self.logits = out.past_key_values, out.logits[:, -1]
         self.next_pos = self.next_pos + 1
         return finished
@@ -396,7 +407,7 @@ class SharedBatch:
     Rows are keyed (owner, key). `step` runs one pass for every live row and holds each owner's finished rows until
     it collects them. An owner steps the batch only when no one has stepped it since its own last look (`due`), so
     agents that take turns advancing (the rollout engine advances each busy agent once a round) share one pass a
-    round. The model must be in eval mode (peft refuses mixed adapters in training mode).
+    round. Its passes run in eval mode (`DecodeBatch._forward`), whatever mode the model is left in.
     """
 
     def __init__(self, batch: DecodeBatch):
