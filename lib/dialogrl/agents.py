@@ -100,18 +100,22 @@ class LMAgent(StreamingAgent):
                 self._ready.append((r, Utterance(self.select(r))))
                 continue
             prompt = self.encode([r.messages])[0]
-            prefix = None
-            if self.reuse_cache:
-                kept = self._cache.pop((id(r.state), r.role), None)
-                prefix = kept[1] if kept is not None and kept[0] is r.state else None
             self._waiting[self._next_key] = (r, prompt)
-            if self._shared is not None:
-                self._shared.batch.add((self._owner, self._next_key), prompt, prefix, self.rng(r.state, r.role),
-                                      adapter=self.adapter or "__base__", logprob_fn=self.sampling_logprobs,
-                                      max_new_tokens=self.max_new_tokens)
-            else:
-                self._batch.add(self._next_key, prompt, prefix, self.rng(r.state, r.role))
+            self._add_row(self._next_key, r, prompt)
             self._next_key += 1
+
+    def _add_row(self, key: int, r: ActRequest, prompt: list[int]) -> None:
+        """Queue one turn in the running batch, continuing from the game's cached context where it has one."""
+        prefix = None
+        if self.reuse_cache:
+            kept = self._cache.pop((id(r.state), r.role), None)
+            prefix = kept[1] if kept is not None and kept[0] is r.state else None
+        if self._shared is not None:
+            self._shared.batch.add((self._owner, key), prompt, prefix, self.rng(r.state, r.role),
+                                   adapter=self.adapter or "__base__", logprob_fn=self.sampling_logprobs,
+                                   max_new_tokens=self.max_new_tokens)
+        else:
+            self._batch.add(key, prompt, prefix, self.rng(r.state, r.role))
 
     def busy(self) -> bool:
         return bool(self._ready) or (bool(self._waiting) if self._shared is not None else bool(self._batch))

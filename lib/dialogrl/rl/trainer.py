@@ -64,8 +64,10 @@ LR_SCHEDULES = ("constant", "linear")
 MIXED_PRECISIONS = ("no", "bf16", "fp16")
 TRACKERS = ("none", "tensorboard", "wandb")
 OLD_LOGPROBS = ("auto", "sampling", "recompute")
+ENGINES = ("transformers", "vllm")
 CHOICES = {"algorithm": ALGORITHMS, "ratio_level": RATIO_LEVELS, "lr_schedule": LR_SCHEDULES,
-           "mixed_precision": MIXED_PRECISIONS, "report_to": TRACKERS, "old_logprobs": OLD_LOGPROBS}
+           "mixed_precision": MIXED_PRECISIONS, "report_to": TRACKERS, "old_logprobs": OLD_LOGPROBS,
+           "engine": ENGINES}
 
 
 @dataclass
@@ -122,6 +124,10 @@ class TrainConfig:
                                       # recompute (the update's own forward, before its first step) | auto: recompute
                                       # where the two differ beyond float error (half-precision weights or autocast:
                                       # step-by-step decoding and a full-sequence pass round apart)
+    engine: str = "transformers"      # the rollout's decoding engine for the LM roles: transformers (dialogrl.sampling,
+                                      # or the lean engine for fp32 Qwen2/Llama models) | vllm (dialogrl.vllm_engine,
+                                      # an optional install: the adapters written to it when they change, the
+                                      # behaviour log-probs recomputed by the update with old_logprobs="auto")
     save_every: int = 0               # checkpoint every k steps into train(checkpoint_dir=...) (0: only at the end)
     report_to: str = "none"           # none | tensorboard | wandb (imported only when chosen)
     log_dir: str | None = None        # where the report_to tracker writes; None: tracking/ in the run folder of the
@@ -240,8 +246,9 @@ class Trainer:
                 raise ValueError(f"role {role!r} is trainable but has no adapter")
             key = spec.adapter  # roles on one adapter share one agent (and one update path)
             if key not in lm_agents:
-                lm_agents[key] = LMAgent(self.model, self.tokenizer, adapter=spec.adapter, name=spec.adapter or "base",
-                                         max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+                lm_agents[key] = self._agent_class()(self.model, self.tokenizer, adapter=spec.adapter,
+                                                     name=spec.adapter or "base", max_new_tokens=cfg.max_new_tokens,
+                                                     temperature=cfg.temperature)
             self.agents[role] = lm_agents[key]
         # the name each trainable role's own agent writes into Episode.agents: a game in which another agent held
         # the role's seat (a population member a hook swapped in) gives that role no samples
@@ -376,9 +383,19 @@ class Trainer:
             precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
         return resolve_precision(precision, self.accelerator.device) if precision in HALF_DTYPES else "no"
 
+    def _agent_class(self) -> type:
+        """The agent class of the LM roles: LMAgent, or VLLMAgent with engine="vllm" (vllm imported only then)."""
+        if self.config.engine == "vllm":
+            from dialogrl.vllm_engine import VLLMAgent
+
+            return VLLMAgent
+        return LMAgent
+
     def _recompute_old(self) -> bool:
         if self.config.old_logprobs != "auto":
             return self.config.old_logprobs == "recompute"
+        if self.config.engine == "vllm":   # another engine's kernels: its log-probs are not the update's
+            return True
         return self._precision() != "no" or next(self.model.parameters()).dtype in (torch.float16, torch.bfloat16)
 
     @torch.no_grad()
