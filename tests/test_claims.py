@@ -195,6 +195,43 @@ def test_refresh_claims_from_a_run_and_refuses_a_typed_verdict(tmp_path):
         refresh_claims("x", None, papers)
 
 
+def test_bad_runs_are_refused_before_anything_is_written(tmp_path):
+    """A run without claims, a smoke run, an empty or truncated summary, a claim without its numbers, a missing run
+    folder: each an error naming the file, and the paper file and its excerpt stay as they were (no 0/0/7/0 table)."""
+    import json
+
+    from dialogrl.__main__ import main
+
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    (papers / "x.md").write_text(f"{CLAIMS_START}\nthe table\n{CLAIMS_END}\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"profile": "cpu"}')
+    cases = [({"seeds": [0, 1]}, "summary.json: no claims"),
+             ("", "summary.json: empty"),
+             ('{"claims": {"a": ', "summary.json: not valid JSON"),
+             ([1, 2], "summary.json: no claims"),
+             ({"claims": {"a": {"verdict": "holds", "ci": [0, 1]}}},
+              r"claims without their numbers: \{'a': \['diff'\]")]
+    for summary, needle in cases:
+        (run / "summary.json").write_text(summary if isinstance(summary, str) else json.dumps(summary))
+        with pytest.raises(ValueError, match=needle):
+            refresh_claims("x", run, papers)
+    (run / "summary.json").write_text(json.dumps(_summary()))
+    (run / "config.json").write_text('{"profile": "smoke"}')
+    with pytest.raises(ValueError, match="a 'smoke' run; papers/ cites the cpu profile's runs only"):
+        refresh_claims("x", run, papers)
+    with pytest.raises(ValueError, match="nowhere: no summary.json"):
+        refresh_claims("x", tmp_path / "nowhere", papers)
+    assert (papers / "x.md").read_text() == f"{CLAIMS_START}\nthe table\n{CLAIMS_END}\n"
+    assert not excerpt_path("x", papers).exists()
+    readme = tmp_path / "README.md"
+    assert main(["claims", "x", "--run", str(tmp_path / "nowhere"), "--papers", str(papers),
+                 "--readme", str(readme)]) == 2
+    assert not readme.exists()
+
+
 # ---------------------------------------------------------------------------- the repository's paper files
 
 STEMS = sorted(p.stem for p in (REPO / "notebooks").glob("*.ipynb"))

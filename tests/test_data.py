@@ -92,6 +92,34 @@ def test_malformed_lines_name_the_problem(tmp_path):
         load_dond(empty)
 
 
+def test_a_data_file_in_another_encoding_or_cut_short_is_named_with_its_line(tmp_path):
+    """A Latin-1 line in data.txt, a truncated SOTOPIA episode, a bad line of the profiles, a Latin-1 CSV row:
+    each a ValueError naming the file (and line), never a bare UnicodeDecodeError or JSONDecodeError."""
+    from dialogrl.envs.persuasion.data import _read_csv
+    from dialogrl.envs.social.data import SOTOPIA_EPISODES, load_sotopia_episodes, load_sotopia_profiles
+
+    good = ("1 0 4 2 1 2 YOU: i would like 4 hats and you can have the rest . <eos> THEM: deal <eos> YOU: "
+            "<selection> item0=0 item1=4 item2=0 <eos> reward=8 agree 1 4 4 1 1 2\n")
+    data = tmp_path / "data.txt"
+    data.write_bytes(good.encode() + "1 0 4 2 1 2 YOU: caf\xe9 <eos>\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"data.txt:2: not UTF-8 text \(byte 0xe9 at column 21"):
+        load_dond(data)
+    (tmp_path / SOTOPIA_EPISODES).mkdir()
+    (tmp_path / SOTOPIA_EPISODES / "ep1.json").write_text('{"pk": "ep1", "rewards_prompt": "Participants')
+    with pytest.raises(ValueError, match=r"ep1.json: not valid JSON \(Unterminated string.*line 1"):
+        load_sotopia_episodes(tmp_path)
+    (tmp_path / SOTOPIA_EPISODES / "ep1.json").write_text("")
+    with pytest.raises(ValueError, match="ep1.json: empty"):
+        load_sotopia_episodes(tmp_path)
+    (tmp_path / "agent_profiles.jsonl").write_text('{"first_name": "A"}\n{"first_name": \n')
+    with pytest.raises(ValueError, match="agent_profiles.jsonl:2: not a JSON line"):
+        load_sotopia_profiles(tmp_path)
+    rows = tmp_path / "full_info.csv"
+    rows.write_bytes(b"B2,B4\nx,0\n" + "y\xe9,1\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="full_info.csv:3: not UTF-8 text"):
+        _read_csv(rows)
+
+
 def test_hub_id_offline_is_a_clear_error(monkeypatch):
     from huggingface_hub import constants
 

@@ -14,6 +14,9 @@ from dialogrl.params import (
     ParameterError,
     Str,
     check_params,
+    check_values,
+    load_yaml,
+    parse_value,
     resolve_profile,
 )
 
@@ -100,6 +103,36 @@ def test_a_named_profile_applies_its_file_and_explicit_parameters_win(tmp_path):
     assert resolve_profile(ns, "nb", params_dir=tmp_path, passed=set()) == "cpu" and ns == {**cell, "profile": "cpu"}
     with pytest.raises(ParameterError, match="does not exist"):
         resolve_profile({**cell, "profile": "gpu"}, "nb", params_dir=tmp_path, passed=set())
+
+
+def test_a_profile_that_is_not_yaml_or_not_a_mapping_is_named_with_its_line(tmp_path):
+    (tmp_path / "nb").mkdir()
+    bad = tmp_path / "nb" / "gpu.yaml"
+    bad.write_text("steps: 2\nlr: [1e-3\nseed: 0\n")
+    with pytest.raises(ValueError, match=r"nb/gpu.yaml is not valid YAML at line \d+, column \d+"):
+        resolve_profile({"profile": "gpu", "steps": 1, "lr": 0.1, "seed": 0}, "nb", params_dir=tmp_path, passed=set())
+    bad.write_text("- steps\n- 2\n")
+    with pytest.raises(ValueError, match="gpu.yaml: expected a mapping of parameter names to values, found a list"):
+        load_yaml(bad)
+
+
+def test_command_line_values_are_literals_or_words_and_are_checked_before_a_run(tmp_path):
+    assert parse_value("steps", "60") == 60 and parse_value("lr", "1e-3") == 1e-3
+    assert parse_value("report_to", "tensorboard") == "tensorboard"
+    assert parse_value("model", "HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    with pytest.raises(ParameterError, match="'steps' = '1e' is not allowed: not a Python literal"):
+        parse_value("steps", "1e")
+    cell = {"steps": 60, "lr": 1e-3, "model": "tiny-dond", "max_turns": None}
+    check_values({"steps": 5, "lr": 1, "max_turns": 3}, cell, "nb.ipynb")   # an int where a float is: fine
+    with pytest.raises(ValueError, match=r"\['stepz'\] are not parameters of nb.ipynb \(its parameters: steps, lr"):
+        check_values({"stepz": 1}, cell, "nb.ipynb")
+    with pytest.raises(ParameterError, match="'steps' = 'many'"):
+        check_values({"steps": "many"}, cell, "nb.ipynb")
+    from dialogrl.__main__ import main
+
+    assert main(["demo", "-p", "stepz", "1", "--results", str(tmp_path)]) == 2   # before any run folder is made
+    assert main(["demo", "-p", "steps", "1e", "--results", str(tmp_path)]) == 2
+    assert not list(tmp_path.iterdir())
 
 
 def test_papermill_parameters_are_read_from_the_injected_cell(tmp_path):

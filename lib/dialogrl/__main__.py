@@ -72,11 +72,10 @@ def main(argv: list[str] | None = None) -> int:
                              params_dir=args.params, papers_dir=args.papers, results_root=args.results,
                              progress=not args.no_progress)
         if args.command == "demo":
-            import ast
-
+            from dialogrl.params import parse_value
             from dialogrl.reproduce import demo
 
-            return demo({k: ast.literal_eval(v) for k, v in args.parameter}, args.results,
+            return demo({k: parse_value(k, v) for k, v in args.parameter}, args.results,
                         progress=not args.no_progress)
         if args.command == "compare":
             from dialogrl.compare import compare

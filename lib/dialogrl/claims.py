@@ -43,6 +43,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from dialogrl.run import read_json, write_text
+
 VERDICTS = ("holds", "refuted", "not tested", "not resolved")
 EFFECT_KINDS = ("point", "up to")
 ROOM_SHARE = 0.25  # a method passes its manipulation check with a gain of at least this share of the base's room
@@ -308,7 +310,7 @@ def write_claims_block(paper: str | Path, excerpt: dict) -> str:
                        + rejudged, "",
                        "Manipulation checks (each trained method against the frozen counterpart the base plays, on "
                        "its training objective):", "", manipulation_table(excerpt), "", claims_table(excerpt), ""])
-    path.write_text(text[:start] + block + text[end:])
+    write_text(path, text[:start] + block + text[end:])
     return block
 
 
@@ -325,7 +327,10 @@ def verdicts_in_block(paper: str | Path) -> dict[str, str]:
 
 
 def load_excerpt(path: str | Path) -> dict:
-    return json.loads(Path(path).read_text())
+    excerpt = read_json(path)
+    if not isinstance(excerpt, dict) or not isinstance(excerpt.get("claims"), dict):
+        raise ValueError(f"{path}: not a claims excerpt (a mapping with its claims)")
+    return excerpt
 
 
 def excerpt_path(stem: str, papers_dir: str | Path = "papers") -> Path:
@@ -338,25 +343,41 @@ def refresh_claims(stem: str, run_dir: str | Path | None = None, papers_dir: str
     papers/claims/<stem>.json first), or, without a run, from the stored excerpt. Every verdict is recomputed from
     the numbers (`rejudge`) before it is written. Returns the paper file."""
     path = excerpt_path(stem, papers_dir)
+    paper = Path(papers_dir) / f"{stem}.md"
+    if CLAIMS_START not in (text := paper.read_text() if paper.is_file() else "") or CLAIMS_END not in text:
+        raise ValueError(f"{paper}: no {CLAIMS_START} ... {CLAIMS_END} block for the claims table")
     if run_dir is not None:
         run_dir = Path(run_dir)
-        summary = json.loads((run_dir / "summary.json").read_text())
-        profile = json.loads((run_dir / "config.json").read_text()).get("profile", "?")
-        env = json.loads((run_dir / "env.json").read_text()) if (run_dir / "env.json").exists() else {}
+        if not (run_dir / "summary.json").is_file():
+            raise ValueError(f"{run_dir}: no summary.json (not a finished notebook run folder)")
+        summary = read_json(run_dir / "summary.json")
+        profile = (read_json(run_dir / "config.json") if (run_dir / "config.json").is_file() else {}).get("profile")
+        if not isinstance(summary, dict) or not summary.get("claims"):
+            raise ValueError(f"{run_dir / 'summary.json'}: no claims (a notebook's finished run writes them)")
+        if profile != "cpu":
+            raise ValueError(f"{run_dir}: a {profile!r} run; papers/ cites the cpu profile's runs only")
+        env = read_json(run_dir / "env.json") if (run_dir / "env.json").exists() else {}
         commit = env.get("git_commit", "")[:7] or "commit not recorded"
         source = f"`{command or f'python -m dialogrl reproduce --only {stem}'}`, profile `{profile}`, {commit}"
         excerpt = claims_excerpt(summary, run_dir.name, source)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(excerpt, indent=1) + "\n")
-    if not path.exists():
+    elif path.exists():
+        excerpt = load_excerpt(path)
+    else:
         raise ValueError(f"no {path}: give a run folder (python -m dialogrl claims {stem} --run <folder>)")
-    excerpt = load_excerpt(path)
+    lacking = {k: [f for f in ("diff", "ci") if f not in c] for k, c in excerpt["claims"].items() if "verdict" in c}
+    lacking = {k: v for k, v in lacking.items() if v}
+    if lacking:
+        raise ValueError(f"{run_dir or path}: claims without their numbers: {lacking}")
     stale = {k: v for k, v in rejudge(excerpt).items() if excerpt["claims"][k]["verdict"] != v}
     if stale:
-        raise ValueError(f"{path}: verdicts {sorted(stale)} differ from what dialogrl.claims.verdict computes from "
-                         "their numbers; re-run the notebook (or fix the excerpt's numbers), never the verdict")
-    write_claims_block(Path(papers_dir) / f"{stem}.md", excerpt)
-    return Path(papers_dir) / f"{stem}.md"
+        raise ValueError(f"{run_dir or path}: verdicts {sorted(stale)} differ from what dialogrl.claims.verdict "
+                         "computes from their numbers; re-run the notebook (or fix the excerpt's numbers), never the "
+                         "verdict")
+    if run_dir is not None:      # checked: now the excerpt, then the paper's block (each written whole)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(excerpt, indent=1) + "\n")
+    write_claims_block(paper, excerpt)
+    return paper
 
 
 def verdict_counts(excerpt: dict) -> dict[str, int]:
@@ -390,7 +411,7 @@ def write_glance(readme: str | Path = "README.md", papers_dir: str | Path = "pap
     start, end = text.find(GLANCE_START), text.find(GLANCE_END)
     if start < 0 or end < start:
         raise ValueError(f"{path}: no {GLANCE_START} ... {GLANCE_END} block for the verdicts")
-    path.write_text(text[:start] + f"{GLANCE_START}\n{glance_table(papers_dir)}\n" + text[end:])
+    write_text(path, text[:start] + f"{GLANCE_START}\n{glance_table(papers_dir)}\n" + text[end:])
 
 
 # ------------------------------------------------------------------------------------- panel split by rule family

@@ -10,14 +10,18 @@ table for the latest run of each notebook.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from dialogrl.claims import VERDICTS, _num, paper_effect_text
+from dialogrl.run import read_json, write_text
 
 
 def _load(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
+    """A run's JSON file as a mapping ({} when absent); an empty, truncated or non-mapping file names itself."""
+    value = read_json(path) if path.exists() else {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object, found a {type(value).__name__}")
+    return value
 
 
 def run_rows(runs) -> list[dict]:
@@ -108,5 +112,5 @@ def compare(runs, out: str | Path | None = None) -> str:
                       compare_table(rows), ""])
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(text)
+        write_text(out, text)
     return text

@@ -245,6 +245,50 @@ def cell_literals(stem: str) -> dict:
             for t in node.targets}
 
 
+def load_yaml(path: str | Path, mapping: bool = True) -> Any:
+    """A YAML file's contents (an empty file: {}), or a ValueError naming the file, the line and the problem (not the
+    parser's traceback); with `mapping`, anything but a mapping of names to values is refused too."""
+    import yaml
+
+    path = Path(path)
+    try:
+        values = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"{path} is not valid YAML{where}: {getattr(err, 'problem', None) or err}") from None
+    values = {} if values is None else values
+    if mapping and not isinstance(values, dict):
+        raise ValueError(f"{path}: expected a mapping of parameter names to values, found a {type(values).__name__}")
+    return values
+
+
+def parse_value(name: str, text: str) -> Any:
+    """A parameter's value given on a command line (`-p NAME VALUE`): a Python literal (60, 0.5, True, None, "x",
+    [1, 2]), or a bare word (tensorboard) as that string; anything else is a ParameterError naming it."""
+    import ast
+
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        if text.isidentifier() or all(part.isidentifier() for part in text.replace("-", "_").split("/")):
+            return text   # a bare word or a model id (HuggingFaceTB/SmolLM2-135M-Instruct): a string
+        raise ParameterError(name, text, "not a Python literal (a number, True/False/None, a quoted string or a "
+                                         "list); quote a string that has spaces or symbols") from None
+
+
+def check_values(values: Mapping[str, Any], literals: Mapping[str, Any], where: str) -> None:
+    """Check values given to a notebook from outside (a command line) against its parameters cell's `literals`
+    before it runs: every name a parameter of the cell, every value of its literal's type (`literal_rule`; the
+    notebook's own checks of choices and ranges run when it starts). `where` names the notebook in the error."""
+    unknown = sorted(set(values) - set(literals))
+    if unknown:
+        raise ValueError(f"{unknown} are not parameters of {where} (its parameters: {', '.join(literals)})")
+    for name, value in values.items():
+        if literals[name] not in (None, []):   # a None or empty-list literal's rule is the notebook's own
+            literal_rule(name, literals[name]).check(name, value)
+
+
 def model_identity(name: str) -> str:
     """What a model name points at, for telling whether two names are one model: a hub id lower-cased (the hub
     matches ids case-insensitively); a local folder its resolved path, or the hub id when the folder is a snapshot in
@@ -344,14 +388,13 @@ def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool |
         profile = "cpu" if not cuda else "gpu" if gib >= GPU_PROFILE_GIB else "colab"
         print(f"profile auto -> {profile} (" + (f"a CUDA GPU of {gib:.0f} GiB" if cuda else "no CUDA device") + ")")
     if profile != "cpu":
-        import yaml
 
         from dialogrl.run import repo_root
 
         path = Path(params_dir or repo_root() / "params") / stem / f"{profile}.yaml"
         if not path.exists():
             raise ParameterError("profile", profile, f"{path} does not exist")
-        values = yaml.safe_load(path.read_text()) or {}
+        values = load_yaml(path)
         unknown = sorted(set(values) - set(namespace))
         if unknown:
             raise ParameterError("profile", profile, f"{path} sets {unknown}, which are not parameters of {stem}")

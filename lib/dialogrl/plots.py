@@ -14,8 +14,14 @@ if TYPE_CHECKING:
 
 def _save(fig, path: str | Path | None):
     if path is not None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")    # drawn aside, then renamed: never half a figure
+        try:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
+            tmp.replace(path)
+        finally:
+            tmp.unlink(missing_ok=True)
     return fig
 
 

@@ -15,6 +15,7 @@ For each notebooks/<stem>.ipynb (sorted, or those named by --only):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -26,8 +27,8 @@ from pathlib import Path
 import yaml
 
 from dialogrl.claims import CLAIMS_START, manipulation_table, refresh_claims, write_glance
-from dialogrl.params import PROFILES
-from dialogrl.run import make_run_dir, make_run_id
+from dialogrl.params import PROFILES, check_values, load_yaml
+from dialogrl.run import make_run_dir, make_run_id, read_json, write_text
 
 
 @dataclass
@@ -73,9 +74,7 @@ def profile_parameters(nb_path: str | Path, profile: str, params_dir: str | Path
         if profile == "cpu":
             return {}
         raise ValueError(f"no {path}: the {profile} profile of {nb_path.stem} is not defined")
-    overrides = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(overrides, dict):
-        raise ValueError(f"{path}: expected a mapping of parameter names to values")
+    overrides = load_yaml(path)
     known = notebook_parameters(nb_path)
     unknown = sorted(set(overrides) - set(known))
     if unknown:
@@ -92,7 +91,10 @@ def front_matter(stem: str, papers_dir: str | Path = "papers") -> dict:
     if not text.startswith("---\n"):
         return {}
     end = text.find("\n---", 4)
-    return dict((yaml.safe_load(text[4:end]) if end > 0 else None) or {})
+    try:
+        return dict((yaml.safe_load(text[4:end]) if end > 0 else None) or {})
+    except (yaml.YAMLError, TypeError, ValueError) as err:
+        raise ValueError(f"{path}: its front matter is not a YAML mapping ({type(err).__name__}: {err})") from None
 
 
 def paper_numbers(stem: str, papers_dir: str | Path = "papers") -> dict:
@@ -116,16 +118,27 @@ def refresh_figures(stem: str, run_dir: str | Path, papers_dir: str | Path = "pa
     names = list(front_matter(stem, papers_dir).get("figures") or [])
     if not names:
         return []
-    profile = json.loads((run_dir / "config.json").read_text()).get("profile")
+    for name in ("config.json", "env.json"):
+        if not (run_dir / name).is_file():
+            raise ValueError(f"{run_dir}: no {name} (not a finished notebook run folder)")
+    profile = read_json(run_dir / "config.json").get("profile")
     if profile != "cpu":
         raise ValueError(f"{run_dir}: a {profile!r} run; papers/ shows the cpu profile's figures only")
     missing = [n for n in names if not (run_dir / "figures" / n).exists()]
     if missing:
         raise ValueError(f"{run_dir}/figures has no {missing} (listed under figures: in {papers_dir}/{stem}.md)")
+    env = read_json(run_dir / "env.json")
+    text = (papers_dir / f"{stem}.md").read_text()
+    if text.find(FIGURES_START) < 0 or text.find(FIGURES_END) < text.find(FIGURES_START):
+        raise ValueError(f"{papers_dir}/{stem}.md: no {FIGURES_START} ... {FIGURES_END} block for the figures' "
+                         "provenance")
     out = papers_dir / "figures" / stem
     out.mkdir(parents=True, exist_ok=True)
-    copied = [Path(shutil.copyfile(run_dir / "figures" / n, out / n)) for n in names]
-    env = json.loads((run_dir / "env.json").read_text())
+    copied = []
+    for n in names:                            # each figure whole: copied aside, then renamed over the old one
+        tmp = out / f".{n}.tmp"
+        shutil.copyfile(run_dir / "figures" / n, tmp)
+        copied.append(tmp.replace(out / n))
     commit = env.get("git_commit", "")[:7] or "not recorded"
     if env.get("git_dirty"):
         commit += " with uncommitted changes"
@@ -138,7 +151,7 @@ def refresh_figures(stem: str, run_dir: str | Path, papers_dir: str | Path = "pa
     start, end = text.find(FIGURES_START), text.find(FIGURES_END)
     if start < 0 or end < start:
         raise ValueError(f"{path}: no {FIGURES_START} ... {FIGURES_END} block for the figures' provenance")
-    path.write_text(text[:start] + f"{FIGURES_START}\n{line}\n" + text[end:])
+    write_text(path, text[:start] + f"{FIGURES_START}\n{line}\n" + text[end:])
     return copied
 
 
@@ -182,6 +195,14 @@ def demo(parameters: dict | None = None, results_root: str | Path = "results", p
          notebook: str | Path = DEMO_NOTEBOOK) -> int:
     """`python -m dialogrl demo`: run the first-run notebook into results/first_run/<run_id>/ and say where its
     executed notebook, figures and summary are. Returns a process exit code."""
+    import ast
+
+    literals = {}
+    for name, source in notebook_parameters(notebook).items():
+        literals[name] = None                              # not a literal: the notebook checks it itself
+        with contextlib.suppress(ValueError, SyntaxError):
+            literals[name] = ast.literal_eval(source)
+    check_values(dict(parameters or {}), literals, Path(notebook).name)   # before any run folder is made
     run_dir = make_run_dir("first_run", root=results_root)
     ok, seconds, error = run_notebook(Path(notebook), run_dir, dict(parameters or {}), progress=progress)
     if not ok:
@@ -203,9 +224,14 @@ def demo(parameters: dict | None = None, results_root: str | Path = "results", p
 
 def latest_run(stem: str, results_root: Path, profile: str | None = None) -> Path | None:
     """The newest run folder of `stem` holding a summary.json (of `profile`, if given), or None."""
+    def of_profile(run: Path) -> bool:
+        try:
+            return profile is None or read_json(run / "config.json").get("profile") == profile
+        except (OSError, ValueError, AttributeError):   # a run folder with a damaged config: not a run to take
+            return False
+
     runs = sorted((p for p in (Path(results_root) / stem).glob("*") if (p / "summary.json").exists()
-                   and (profile is None or json.loads((p / "config.json").read_text()).get("profile") == profile)),
-                  key=lambda p: p.stat().st_mtime)
+                   and of_profile(p)), key=lambda p: p.stat().st_mtime)
     return runs[-1] if runs else None
 
 
@@ -257,7 +283,7 @@ def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: 
                       for k, v in paper.items()]
         lines += ["", f"Paper notes and the claims judged: `{papers_dir}/{r.stem}.md`."]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    write_text(path, "\n".join(lines) + "\n")
     return path
 
 

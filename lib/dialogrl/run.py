@@ -23,7 +23,7 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -178,10 +178,19 @@ def write_json(path: str | os.PathLike, obj: Any, allow_nan: bool = False) -> Pa
         bad = _find_nan(obj)
         if bad:
             raise ValueError(f"{Path(path).name}: value at '{bad}' is NaN or infinite; write None for a missing number")
+    return write_text(path, json.dumps(obj, indent=2, default=_to_jsonable, allow_nan=allow_nan) + "\n")
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write a text file whole or not at all: into a temporary file beside it, then renamed over it (a full disk or a
+    killed process leaves the old file as it was, never half of the new one)."""
     path = Path(path)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=_to_jsonable, allow_nan=allow_nan) + "\n")
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -300,6 +309,28 @@ def local_data(path: str | os.PathLike | None, what: str, source: str, without: 
               f"{source}): running without {without}")
         return None
     return path
+
+
+def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """(line number, line with its end) of a UTF-8 text file; a line that is not UTF-8 is a ValueError naming the
+    file, the line and the byte (a data file saved in Latin-1, say), not a bare UnicodeDecodeError."""
+    with open(path, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                yield n, raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{path}:{n}: not UTF-8 text (byte {raw[err.start]:#04x} at column {err.start + 1}"
+                                 f"; saved in another encoding? re-save it as UTF-8)") from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """A JSON file's value; an empty, truncated or non-UTF-8 file is a ValueError naming the file and the place."""
+    text = "".join(line for _, line in text_lines(path))
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        where = f"not valid JSON ({err.msg} at line {err.lineno}, column {err.colno})"
+        raise ValueError(f"{path}: {'empty' if not text.strip() else where}") from None
 
 
 def print_timings(timings: Sequence[dict]) -> None:

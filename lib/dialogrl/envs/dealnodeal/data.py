@@ -19,6 +19,7 @@ from pathlib import Path
 from dialogrl.envs.base import GameState
 from dialogrl.envs.dealnodeal.task import SELECTION_TOKEN, DealOrNoDeal, DondScenario
 from dialogrl.hub import HUB_ID_PATTERN, hub_reachable
+from dialogrl.run import text_lines
 
 DOND_HUB_ID = "mikelewis0/deal_or_no_dialog"
 # the hub's automatic Parquet export of the dataset (its main branch holds only a loading script) and the folder of
@@ -100,19 +101,18 @@ def load_dond_raw(path: str | Path) -> list[DondRecord]:
     A dialogue whose partner line is missing gives a record with one role's selection only.
     """
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                p = parse_raw_line(line)
-            except ValueError as err:
-                raise ValueError(f"{path}:{n}: {err}") from None
-            # the same key from both sides: contexts of (first speaker, second speaker) and the texts
-            you_first = p["turns"][0][0] == "YOU"
-            a, b = (p["you"], p["them"]) if you_first else (p["them"], p["you"])
-            key = (a, b, tuple(t for _, t in p["turns"]))
-            groups[key].append(p)
+    for n, line in text_lines(path):
+        if not line.strip():
+            continue
+        try:
+            p = parse_raw_line(line)
+        except ValueError as err:
+            raise ValueError(f"{path}:{n}: {err}") from None
+        # the same key from both sides: contexts of (first speaker, second speaker) and the texts
+        you_first = p["turns"][0][0] == "YOU"
+        a, b = (p["you"], p["them"]) if you_first else (p["them"], p["you"])
+        key = (a, b, tuple(t for _, t in p["turns"]))
+        groups[key].append(p)
     records = []
     for lines in groups.values():
         # a key can (rarely) repeat across dialogues; take perspectives in pairs of one YOU-first and one THEM-first
@@ -155,15 +155,14 @@ def dond_record_from_fields(you_input: Iterable[int], dialogue: str, output: str
 def load_dond_tagged(path: str | Path) -> list[DondRecord]:
     """Read a tagged file (`train/val/test.txt`): one record per line (one perspective each)."""
     records = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            m = _TAGGED.search(line)
-            if not m:
-                raise ValueError(f"{path}:{n}: not a tagged Deal or No Deal line: {line[:80]!r}")
-            records.append(dond_record_from_fields([int(x) for x in m["input"].split()], m["dialogue"],
-                                                   m["output"], [int(x) for x in m["partner"].split()]))
+    for n, line in text_lines(path):
+        if not line.strip():
+            continue
+        m = _TAGGED.search(line)
+        if not m:
+            raise ValueError(f"{path}:{n}: not a tagged Deal or No Deal line: {line[:80]!r}")
+        records.append(dond_record_from_fields([int(x) for x in m["input"].split()], m["dialogue"],
+                                               m["output"], [int(x) for x in m["partner"].split()]))
     return records
 
 
@@ -199,7 +198,7 @@ def load_dond(source: str | Path, split: str = "train") -> list[DondRecord]:
                 return [dond_record_from_hub_row(r) for r in rows]
             raise FileNotFoundError(f"no data.txt, {split}.txt or {split}/*.parquet in {source}")
     if path.is_file():
-        first = path.open().readline()
+        first = next((line for _, line in text_lines(path)), "")
         return load_dond_tagged(path) if first.lstrip().startswith("<input>") else load_dond_raw(path)
     if HUB_ID_PATTERN.match(str(source)) and not str(source).startswith((".", "~")):
         from datasets import load_dataset

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dialogrl.envs.persuasion.task import PERSUADEE_PROFILES, PersuasionForGood, PersuasionScenario, donate_marker
+from dialogrl.run import text_lines
 
 P4G_ROLES = {"0": "persuader", "1": "persuadee"}   # the release's B4 codes: 0 persuader (ER), 1 persuadee (EE)
 P4G_FILES = ("full_dialog.csv", "full_info.csv")
@@ -33,8 +34,7 @@ class P4GRecord:
 
 
 def _read_csv(path: Path) -> list[dict]:
-    with path.open(newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    return list(csv.DictReader(line for _, line in text_lines(path)))
 
 
 def load_p4g(source: str | Path, payment: float = 2.0) -> list[P4GRecord]:

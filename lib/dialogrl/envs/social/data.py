@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dialogrl.run import read_json, text_lines
+
 SOTOPIA_EPISODES = "hard_episodes_gpt35_gpt4"
 SOTOPIA_SCORES = "complete_gpt_score.json"
 _SAID = re.compile(r'^(?:Turn #\d+:?\s*)?([^\n"]+?) said: "(.*)"\s*$')   # 'Turn #0: A said: "..."' or on its own line
@@ -34,10 +36,10 @@ def load_sotopia_episodes(source: str | Path) -> list[SotopiaEpisode]:
     if not (path / SOTOPIA_EPISODES).is_dir():
         raise FileNotFoundError(f"no SOTOPIA episodes at {source!r}: need a folder with {SOTOPIA_EPISODES}/ and "
                                 f"{SOTOPIA_SCORES}")
-    scores = json.loads((path / SOTOPIA_SCORES).read_text()) if (path / SOTOPIA_SCORES).is_file() else {}
+    scores = read_json(path / SOTOPIA_SCORES) if (path / SOTOPIA_SCORES).is_file() else {}
     out = []
     for f in sorted((path / SOTOPIA_EPISODES).glob("*.json")):
-        d = json.loads(f.read_text())
+        d = read_json(f)
         text = d.get("rewards_prompt", "")
         m = re.search(r"^Participants: (.+?) and (.+?)$", text, re.M)
         if m is None:
@@ -61,7 +63,14 @@ def load_sotopia_profiles(source: str | Path) -> list[dict]:
     path = Path(source).expanduser() / "agent_profiles.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"no SOTOPIA character profiles at {path}")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = []
+    for n, line in text_lines(path):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{n}: not a JSON line ({err.msg})") from None
+    return out
 
 
 @dataclass
