@@ -96,6 +96,50 @@ def test_cache_is_keyed_by_config_and_corpus(tmp_path, monkeypatch, toy_corpus):
     assert corpus_hash(make_toy_corpus(seed=1), small) != corpus_hash(toy_corpus, small)
 
 
+def test_a_damaged_cached_model_is_named_before_it_loads_and_built_again(tmp_path, monkeypatch, toy_corpus):
+    """A build records each file's size and SHA-256: 4 KiB of other bytes inside the weights (the same size: once it
+    loaded silently, with NaN logits) or a truncated tokenizer is named with the file before anything loads, and the
+    next build of that model builds it again. A record from before manifests gets one, unless its weights are bad."""
+    from dialogrl.models import ModelDamagedError
+
+    monkeypatch.setenv("DIALOGRL_CACHE", str(tmp_path))
+    small = TinyConfig(**{**TOY_CONFIG.to_dict(), "epochs": 0.2})
+    folder = build_tiny(toy_corpus, small, name="toy")
+    record = json.loads((folder / "tiny_build.json").read_text())
+    assert {"model.safetensors", "tokenizer.json", "config.json"} <= set(record["files"])
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-8192:-4096] = bytes(range(256)) * 16
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ModelDamagedError, match=r"toy-.*is damaged: model.safetensors is not the file its build "
+                                                r"wrote.*Delete the folder and build it again"):
+        load_model(str(folder), device="cpu")
+    with pytest.warns(UserWarning, match="is damaged: model.safetensors.*building it again"):
+        assert build_tiny(toy_corpus, small, name="toy") == folder
+    load_model(str(folder), device="cpu")                       # whole again
+    tokenizer = folder / "tokenizer.json"
+    text = tokenizer.read_bytes()
+    tokenizer.write_bytes(text[:1000])
+    with pytest.raises(ModelDamagedError, match="tokenizer.json has 1,000 bytes where its build wrote"):
+        load_model(str(folder), device="cpu")
+    tokenizer.write_bytes(text)
+
+    info = json.loads((folder / "tiny_build.json").read_text())
+    del info["files"]                                           # a build from before the manifests
+    (folder / "tiny_build.json").write_text(json.dumps(info))
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(weights))
+    first = sorted(tensors)[0]
+    nan = torch.full_like(tensors[first], float("nan"))
+    save_file({**tensors, first: nan}, str(weights), metadata={"format": "pt"})
+    with pytest.raises(ModelDamagedError, match=f"model.safetensors holds NaN or inf \\(in {first}\\)"):
+        load_model(str(folder), device="cpu")
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    load_model(str(folder), device="cpu")                       # the record gets its manifest now
+    assert "model.safetensors" in json.loads((folder / "tiny_build.json").read_text())["files"]
+
+
 @pytest.mark.parametrize("corpus, needle", [
     ([], "empty corpus"),
     ([[{"role": "user", "content": "hi"}]], "no assistant turn"),

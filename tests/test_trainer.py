@@ -1,6 +1,7 @@
 """The trainer: token-in/token-out ratios, per-role masks and isolation, and a learning test."""
 import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -8,7 +9,7 @@ import torch
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import adapter_parameters, load_model
-from dialogrl.rl.trainer import ALGORITHMS, CHOICES, RoleSpec, TrainConfig, Trainer, _chunk_chains
+from dialogrl.rl.trainer import ALGORITHMS, CHOICES, CheckpointError, RoleSpec, TrainConfig, Trainer, _chunk_chains
 from dialogrl.run import MetricsLogger, read_metrics, seed_everything
 
 TASK = DealOrNoDeal()
@@ -263,11 +264,19 @@ def test_resume_matches_an_uninterrupted_run_exactly(dond_toy_dir, tmp_path, alg
 
     straight = new_trainer()
     straight.train(progress=False, checkpoint_dir=tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000001", "step-000002", "step-000003"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-000002", "step-000003"]   # the newest two kept
     import shutil
-    shutil.rmtree(tmp_path / "step-000003")            # as if the run had stopped after step 2
+    if algorithm == "grpo":                            # a save cut short (a full disk): the one before is used
+        last = tmp_path / "step-000003" / "trainer.pt"
+        last.write_bytes(last.read_bytes()[:4000])
+    else:
+        shutil.rmtree(tmp_path / "step-000003")        # as if the run had stopped after step 2
     resumed = new_trainer()
-    rows = resumed.train(progress=False, checkpoint_dir=tmp_path, resume=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = resumed.train(progress=False, checkpoint_dir=tmp_path, resume=True)
+    damaged = [str(w.message) for w in caught if "does not load" in str(w.message)]
+    assert len(damaged) == (algorithm == "grpo") and all("step-000003/trainer.pt" in m for m in damaged)
     assert [r["step"] for r in rows] == [2] and resumed.step_count == 3
     for a in straight.paths:
         for n, p in adapter_parameters(straight.model, a).items():
@@ -275,6 +284,20 @@ def test_resume_matches_an_uninterrupted_run_exactly(dond_toy_dir, tmp_path, alg
     for a, head in straight.critics.items():
         for n, p in head.state_dict().items():
             assert torch.equal(p, resumed.critics[a].state_dict()[n])
+    if algorithm == "ppo":
+        return
+    other = new_trainer()                              # another run's configuration is refused, not mixed in
+    other.config.group_size, other.config.kl_coef = 4, 0.1
+    with pytest.raises(CheckpointError, match=r"another training run.*group_size: 2 there, 4 here; kl_coef: 0.0 "
+                                              r"there, 0.1 here"):
+        other.load_checkpoint(tmp_path / "step-000002")
+    other.config.steps, other.config.group_size, other.config.kl_coef = 5, 2, 0.0   # a longer run resumes
+    other.load_checkpoint(tmp_path / "step-000002")
+    crafted = tmp_path / "crafted" / "trainer.pt"     # code in a pickle is never run
+    crafted.parent.mkdir()
+    torch.save({"step": 1, "hook": print}, crafted)
+    with pytest.raises(CheckpointError, match="crafted/trainer.pt does not load.*Unsupported global"):
+        other.load_checkpoint(crafted.parent)
 
 
 def test_ppo_diagnostics_are_logged_per_role_and_vanish_while_the_ratio_is_one(dond_toy_dir):

@@ -30,6 +30,11 @@ class ModelUnavailableError(OSError):
     """A model id that cannot be loaded here (offline, not cached, or unknown)."""
 
 
+class ModelDamagedError(OSError):
+    """A model folder whose files are damaged (truncated, garbled, missing): the message names the file and how to
+    get it back."""
+
+
 HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}   # the half precisions, by their accelerate names
 
 
@@ -135,6 +140,7 @@ def resolve_model_path(name: str | os.PathLike) -> str:
 
         return str(packaged_model_path(name))
     if kind == "local":
+        check_model_folder(Path(name).expanduser())
         return str(Path(name).expanduser())
     from huggingface_hub import try_to_load_from_cache
 
@@ -148,6 +154,22 @@ def resolve_model_path(name: str | os.PathLike) -> str:
         f"the local cache. Use an embedded model instead ({', '.join(repr(n) for n in _embedded_names())}), "
         f"a packaged pretrained one ({', '.join(repr(n) for n in sorted(PACKAGED_MODELS))}), "
         "or a local folder saved with save_pretrained.")
+
+
+def check_model_folder(folder: Path) -> None:
+    """Raise ModelDamagedError when a model folder the cache made (an embedded build: tiny_build.json; a converted
+    packaged model: packaged.json) no longer holds the files its record lists (`tiny.folder_problem`); a folder
+    without such a record is not checked."""
+    from dialogrl.tiny import folder_problem
+
+    for record, again in (("tiny_build.json", "build it again: `python -m dialogrl build-tiny NAME` (its name is in "
+                           "tiny_build.json), or run the notebook that uses it"),
+                          ("packaged.json", "its next load converts it again from the installed package")):
+        if (folder / record).exists():
+            problem = folder_problem(folder, record)
+            if problem is not None:
+                raise ModelDamagedError(f"the model folder {folder} is damaged: {problem}. Delete the folder and "
+                                        f"{again}.")
 
 
 def load_tokenizer(name: str):
@@ -185,8 +207,14 @@ def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device:
     dtype = torch.bfloat16 if resolve_precision("bf16" if bf16 else "no", dev) == "bf16" else torch.float32
     from transformers import AutoModelForCausalLM
 
-    tok = load_tokenizer(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention()).to(dev)
+    try:
+        tok = load_tokenizer(path)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention())
+    except Exception as err:   # a folder's truncated or garbled file: transformers' errors do not name it
+        if not Path(path).is_dir():
+            raise
+        raise ModelDamagedError(f"cannot load the model folder {path}: {type(err).__name__}: {err}") from err
+    model = model.to(dev)
     if adapters:
         model = add_adapters(model, adapters, r=lora_r, alpha=lora_alpha, dropout=lora_dropout)
     if tok.pad_token is None:

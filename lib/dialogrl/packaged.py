@@ -16,6 +16,7 @@ import importlib.util
 import json
 import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,19 +98,25 @@ def packaged_model_path(name: str, force: bool = False) -> Path:
     The folder is written under a temporary name and renamed when complete, so an interrupted conversion leaves
     nothing that a later call would take for a model.
     """
-    from dialogrl.tiny import cache_lock, cache_root
+    from dialogrl.tiny import cache_lock, cache_root, folder_problem
 
     if name not in PACKAGED_MODELS:
         raise ValueError(f"unknown packaged model {name!r}; packaged models: {', '.join(sorted(PACKAGED_MODELS))}")
     gguf = gguf_path(name)
     out = cache_root() / "packaged" / f"{name}-{installed_version(name)}"
     with cache_lock(out):
-        if force or not (out / "packaged.json").exists():
+        problem = folder_problem(out, "packaged.json") if (out / "packaged.json").exists() else None
+        if problem is not None:
+            warnings.warn(f"the converted model {out} is damaged: {problem}; converting it again from {gguf}",
+                          stacklevel=2)
+        if force or problem is not None or not (out / "packaged.json").exists():
             _convert(name, gguf, out)
     return out
 
 
 def _convert(name: str, gguf: Path, out: Path) -> None:
+    from dialogrl.tiny import file_manifest
+
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     t0 = time.time()
@@ -120,7 +127,7 @@ def _convert(name: str, gguf: Path, out: Path) -> None:
         "name": name, "package": PACKAGED_MODELS[name].pip_name, "version": installed_version(name),
         "gguf_file": gguf.name, "gguf_bytes": gguf.stat().st_size, "family": PACKAGED_MODELS[name].family,
         "n_parameters": sum(p.numel() for p in model.parameters()),
-        "convert_seconds": round(time.time() - t0, 1)}, indent=2))
+        "convert_seconds": round(time.time() - t0, 1), "files": file_manifest(tmp, "packaged.json")}, indent=2))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
 

@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,6 +126,81 @@ def cache_lock(folder: Path):
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+# ---------------------------------------------------------------------------------------- cache integrity
+# A model folder the cache holds (an embedded build, a converted packaged model) ends in a record, tiny_build.json or
+# packaged.json, whose `files` list every other file's size and SHA-256 as written. A folder is taken as built only
+# when its files still match: a disk error, a half-copied cache or a stray write is found before the model loads.
+
+def file_manifest(folder: Path, record: str) -> dict[str, dict]:
+    """{path in the folder: {"size", "sha256"}} of every file of a model folder but its record."""
+    return {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != record}
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+_VERIFIED: set[tuple] = set()   # folders whose hashes matched in this process (their record's hashes, by folder)
+
+
+def folder_problem(folder: Path, record: str) -> str | None:
+    """What is wrong with a model folder the cache holds, or None when it is whole: its record readable, each file
+    the record lists present and of its size, and (once per process) of its SHA-256. A record written before records
+    kept a manifest gets one now, if every weights file loads and holds only finite numbers and every JSON parses."""
+    path = folder / record
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        return f"its record {record} cannot be read ({type(err).__name__}: {err})"
+    files = info.get("files")
+    if files is None:
+        problem = _contents_problem(folder)
+        if problem is None:
+            info["files"] = file_manifest(folder, record)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(info, indent=2) + "\n")
+            tmp.replace(path)
+        return problem
+    for name, meta in files.items():
+        file = folder / name
+        if not file.is_file():
+            return f"{name} is missing"
+        if file.stat().st_size != meta["size"]:
+            return f"{name} has {file.stat().st_size:,} bytes where its build wrote {meta['size']:,}"
+    key = (str(folder.resolve()), json.dumps(files, sort_keys=True))
+    if key not in _VERIFIED:
+        for name, meta in files.items():
+            if _sha256(folder / name) != meta["sha256"]:
+                return f"{name} is not the file its build wrote (another SHA-256, the same size)"
+        _VERIFIED.add(key)
+    return None
+
+
+def _contents_problem(folder: Path) -> str | None:
+    """The first JSON file that does not parse, or weights file that does not load or holds NaN or inf; None."""
+    from safetensors.torch import load_file
+
+    for file in sorted(folder.rglob("*.json")):
+        try:
+            json.loads(file.read_text())
+        except (OSError, ValueError) as err:
+            return f"{file.name} does not parse ({err})"
+    for file in sorted(folder.rglob("*.safetensors")):
+        try:
+            tensors = load_file(str(file))
+        except Exception as err:   # safetensors raises its own error type for a truncated or garbled file
+            return f"{file.name} does not load ({err})"
+        bad = next((n for n, t in tensors.items() if t.is_floating_point() and not torch.isfinite(t).all()), None)
+        if bad is not None:
+            return f"{file.name} holds NaN or inf (in {bad})"
+    return None
 
 
 def corpus_hash(corpus: list[list[dict]], config: TinyConfig) -> str:
@@ -249,7 +325,11 @@ def build_tiny(corpus: list[list[dict]], cfg: TinyConfig | None = None, out_dir:
             # lock no other build of this model runs, so every such folder is stale
             for stale in out_dir.parent.glob(f".{out_dir.name}-*"):
                 shutil.rmtree(stale, ignore_errors=True)
-            if not (out_dir / "tiny_build.json").exists():
+            problem = folder_problem(out_dir, "tiny_build.json") if (out_dir / "tiny_build.json").exists() else None
+            if problem is not None:
+                warnings.warn(f"the cached embedded model {out_dir} is damaged: {problem}; building it again",
+                              stacklevel=2)
+            if problem is not None or not (out_dir / "tiny_build.json").exists():
                 _build(corpus, cfg, out_dir, name, key)
         return out_dir
     _build(corpus, cfg, Path(out_dir), name, key)
@@ -273,7 +353,7 @@ def _build(corpus: list[list[dict]], cfg: TinyConfig, out_dir: Path, name: str, 
         tok.save_pretrained(tmp)
         info = {"name": name, "key": key, "config": cfg.to_dict(), "n_conversations": len(corpus),
                 "n_parameters": n_params, "vocab_size": len(tok), "build_seconds": round(time.time() - t0, 1),
-                **stats}
+                **stats, "files": file_manifest(tmp, "tiny_build.json")}
         (tmp / "tiny_build.json").write_text(json.dumps(info, indent=2) + "\n")
         if out_dir.exists():
             shutil.rmtree(out_dir)

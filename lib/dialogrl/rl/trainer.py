@@ -38,6 +38,7 @@ import dataclasses
 import importlib.util
 import os
 import random
+import shutil
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -129,6 +130,7 @@ class TrainConfig:
                                       # an optional install: the adapters written to it when they change, the
                                       # behaviour log-probs recomputed by the update with old_logprobs="auto")
     save_every: int = 0               # checkpoint every k steps into train(checkpoint_dir=...) (0: only at the end)
+    keep_checkpoints: int = 2         # the newest k checkpoints kept in checkpoint_dir (0: every one)
     report_to: str = "none"           # none | tensorboard | wandb (imported only when chosen)
     log_dir: str | None = None        # where the report_to tracker writes; None: tracking/ in the run folder of the
                                       # MetricsLogger given to train(log=...) (else results/tracking)
@@ -674,9 +676,7 @@ class Trainer:
         """
         cfg, acc = self.config, self.accelerator
         if resume and checkpoint_dir is not None:
-            latest = latest_checkpoint(checkpoint_dir)
-            if latest is not None:
-                self.load_checkpoint(latest)
+            self.resume(checkpoint_dir)
         if acc.is_main_process and hasattr(log, "log_config"):
             log.log_config(trainer=type(self).__name__, start_step=self.step_count, **self.config_dict())
         tracker = self._start_tracker(log)
@@ -701,6 +701,9 @@ class Trainer:
             if checkpoint_dir is not None and (self.step_count == cfg.steps
                                                or (cfg.save_every and self.step_count % cfg.save_every == 0)):
                 self.save_checkpoint(Path(checkpoint_dir) / f"step-{self.step_count:06d}")
+                if cfg.keep_checkpoints and acc.is_main_process:
+                    for old in _checkpoints(checkpoint_dir)[:-cfg.keep_checkpoints]:
+                        shutil.rmtree(old, ignore_errors=True)
             shown = {n: v for n, v in row.items() if n.startswith("reward/") or n.endswith("/loss")}
             bar.set_postfix({n: f"{v:.3g}" for n, v in shown.items()})
         if tracker:
@@ -742,30 +745,63 @@ class Trainer:
         if not self.accelerator.is_main_process:
             return path
         path.mkdir(parents=True, exist_ok=True)
+        numpy_state = np.random.get_state()
         state = {
             "step": self.step_count,
-            "config": asdict(self.config),
+            **self.config_dict(),
             "adapters": {a: {n: p.detach().cpu().clone() for n, p in adapter_parameters(self.model, a).items()}
                          for a in self.paths},
             "critics": {a: c.state_dict() for a, c in self.critics.items()},
             "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
             "schedulers": {a: s.state_dict() for a, s in self.schedulers.items()},
-            "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
+            "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
+                    "numpy": [numpy_state[0], numpy_state[1].tolist(), *(x.item() if hasattr(x, "item") else x
+                                                                         for x in numpy_state[2:])],
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
                     "agents": {n: r.getstate() for n, r in self._rngs().items()}},
         }
-        torch.save(state, path / "trainer.pt")
+        tmp = path / "trainer.pt.tmp"        # written aside and renamed: a killed save leaves the last one whole
+        torch.save(state, tmp)
+        os.replace(tmp, path / "trainer.pt")
         return path
 
+    def resume(self, checkpoint_dir: str | Path) -> Path | None:
+        """Load the newest checkpoint under checkpoint_dir that loads; a damaged one (a save cut short by a full disk,
+        say) is passed over with a warning naming it. None when there is none; CheckpointError when none loads."""
+        found = _checkpoints(checkpoint_dir)
+        for path in reversed(found):
+            try:
+                self.load_checkpoint(path)
+                return path
+            except CheckpointDamagedError as err:   # another configuration is not passed over: it raises
+                warnings.warn(f"{err}; resuming from the checkpoint before it", stacklevel=2)
+        if found:
+            raise CheckpointError(f"no checkpoint under {checkpoint_dir} loads ({', '.join(p.name for p in found)})")
+        return None
+
     def load_checkpoint(self, path: str | Path) -> None:
-        """Restore a checkpoint written by save_checkpoint: training continues as if it had never stopped."""
+        """Restore a checkpoint written by save_checkpoint: training continues as if it had never stopped. Tensors and
+        plain data only (`weights_only`); a checkpoint of another configuration (any field but the run's length,
+        saving and logging) or other roles is refused, naming the fields that differ."""
         file = Path(path) / "trainer.pt"
         if not file.exists():
             raise FileNotFoundError(f"no trainer checkpoint at {file}")
-        state = torch.load(file, map_location="cpu", weights_only=False)
-        if set(state["adapters"]) != set(self.paths):
-            raise ValueError(f"checkpoint has update paths {sorted(state['adapters'])}, this trainer "
-                             f"{sorted(self.paths)}")
+        try:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+        except Exception as err:   # truncated (zip), garbled, or not tensors and plain data
+            lines = str(err).splitlines() or [""]
+            detail = next((x.strip() for x in lines if "WeightsUnpickler error" in x), lines[0])  # torch's is long
+            raise CheckpointDamagedError(f"the checkpoint {file} does not load ({type(err).__name__}: {detail})"
+                                         ) from err
+        mine = self.config_dict()
+        theirs = {f.name: state["config"].get(f.name, f.default) for f in fields(TrainConfig)}  # older: defaults
+        differ = [f"{k}: {theirs[k]!r} there, {v!r} here" for k, v in mine["config"].items()
+                  if k not in RESUMABLE and theirs[k] != v]
+        differ += [f"role {r}: {state.get('roles', {}).get(r)!r} there, {v!r} here" for r, v in mine["roles"].items()
+                   if state.get("roles", {}).get(r) != v]
+        if differ or set(state["adapters"]) != set(self.paths):
+            raise CheckpointError(f"the checkpoint {file} is of another training run; it differs in "
+                                  f"{'; '.join(differ) or 'its update paths ' + str(sorted(state['adapters']))}")
         with torch.no_grad():
             for a, tensors in state["adapters"].items():
                 params = adapter_parameters(self.model, a)
@@ -778,14 +814,14 @@ class Trainer:
         for a, sd in state["schedulers"].items():
             self.schedulers[a].load_state_dict(sd)
         rng = state["rng"]
-        random.setstate(rng["python"])
-        np.random.set_state(rng["numpy"])
+        random.setstate(_as_tuples(rng["python"]))
+        np.random.set_state((rng["numpy"][0], np.array(rng["numpy"][1], dtype=np.uint32), *rng["numpy"][2:]))
         torch.set_rng_state(rng["torch"])
         if rng["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(rng["cuda"])
         for n, r in self._rngs().items():
             if n in rng["agents"]:
-                r.setstate(rng["agents"][n])
+                r.setstate(_as_tuples(rng["agents"][n]))
         self.step_count = state["step"]
 
     def config_dict(self) -> dict:
@@ -878,5 +914,27 @@ def _with_id(scenario, scenario_id: int):
 
 def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
     """The checkpoint of the highest step under checkpoint_dir (folders step-NNNNNN), or None."""
-    found = sorted(Path(checkpoint_dir).glob("step-*/trainer.pt"))
-    return found[-1].parent if found else None
+    found = _checkpoints(checkpoint_dir)
+    return found[-1] if found else None
+
+
+def _checkpoints(checkpoint_dir: str | Path) -> list[Path]:
+    """The checkpoint folders under checkpoint_dir (step-NNNNNN with a trainer.pt), oldest first."""
+    return [p.parent for p in sorted(Path(checkpoint_dir).glob("step-*/trainer.pt"))]
+
+
+def _as_tuples(state):
+    """A random.Random state as getstate() gives it (tuples), from what a checkpoint may hold (lists)."""
+    return tuple(_as_tuples(x) for x in state) if isinstance(state, (list, tuple)) else state
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that belongs to another training run (the message names what differs), or none that loads."""
+
+
+class CheckpointDamagedError(CheckpointError):
+    """A checkpoint file that does not load: truncated, garbled, or holding more than tensors and plain data."""
+
+
+# the TrainConfig fields a run may change when it resumes: how long it runs, how it saves and where it reports
+RESUMABLE = ("steps", "save_every", "keep_checkpoints", "report_to", "log_dir")
