@@ -158,9 +158,12 @@ def resolve_model_path(name: str | os.PathLike) -> str:
 
 def check_model_folder(folder: Path) -> None:
     """Raise ModelDamagedError when a model folder the cache made (an embedded build: tiny_build.json; a converted
-    packaged model: packaged.json) no longer holds the files its record lists (`tiny.folder_problem`); a folder
-    without such a record is not checked."""
-    from dialogrl.tiny import folder_problem
+    packaged model: packaged.json) no longer holds the files its record lists (`tiny.folder_problem`). A folder
+    outside the model cache is the user's (a copy, perhaps with its own chat template saved into it): not checked."""
+    from dialogrl.tiny import cache_root, folder_problem
+
+    if not folder.resolve().is_relative_to(cache_root().resolve()):
+        return
 
     for record, again in (("tiny_build.json", "build it again: `python -m dialogrl build-tiny NAME` (its name is in "
                            "tiny_build.json), or run the notebook that uses it"),

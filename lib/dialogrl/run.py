@@ -185,7 +185,7 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     """Write a text file whole or not at all: into a temporary file beside it, then renamed over it (a full disk or a
     killed process leaves the old file as it was, never half of the new one)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")   # this process's own: two writers never share one
     try:
         tmp.write_text(text)
         tmp.replace(path)

@@ -136,7 +136,7 @@ def cache_lock(folder: Path):
 def file_manifest(folder: Path, record: str) -> dict[str, dict]:
     """{path in the folder: {"size", "sha256"}} of every file of a model folder but its record."""
     return {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != record}
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != record and not p.name.startswith(".")}
 
 
 def _sha256(path: Path) -> str:
@@ -147,13 +147,15 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-_VERIFIED: set[tuple] = set()   # folders whose hashes matched in this process (their record's hashes, by folder)
+VERIFIED = ".verified.json"   # beside a record: each file's (size, mtime) when its hash last matched
 
 
 def folder_problem(folder: Path, record: str) -> str | None:
     """What is wrong with a model folder the cache holds, or None when it is whole: its record readable, each file
-    the record lists present and of its size, and (once per process) of its SHA-256. A record written before records
-    kept a manifest gets one now, if every weights file loads and holds only finite numbers and every JSON parses."""
+    the record lists present, of its size, and of its SHA-256. Hashes are computed again only for a file written
+    since they last matched (its size and mtime against `VERIFIED`), so a whole folder costs a few stat calls. A
+    record written before records kept a manifest gets one now, if every weights file loads and holds only finite
+    numbers and every JSON parses."""
     path = folder / record
     try:
         info = json.loads(path.read_text())
@@ -164,23 +166,39 @@ def folder_problem(folder: Path, record: str) -> str | None:
         problem = contents_problem(folder)
         if problem is None:
             info["files"] = file_manifest(folder, record)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(info, indent=2) + "\n")
-            tmp.replace(path)
+            _write_aside(path, json.dumps(info, indent=2) + "\n")
         return problem
+    stats = {}
     for name, meta in files.items():
         file = folder / name
         if not file.is_file():
             return f"{name} is missing"
-        if file.stat().st_size != meta["size"]:
-            return f"{name} has {file.stat().st_size:,} bytes where its build wrote {meta['size']:,}"
-    key = (str(folder.resolve()), json.dumps(files, sort_keys=True))
-    if key not in _VERIFIED:
-        for name, meta in files.items():
-            if _sha256(folder / name) != meta["sha256"]:
-                return f"{name} is not the file its build wrote (another SHA-256, the same size)"
-        _VERIFIED.add(key)
+        st = file.stat()
+        if st.st_size != meta["size"]:
+            return f"{name} has {st.st_size:,} bytes where its build wrote {meta['size']:,}"
+        stats[name] = [st.st_size, st.st_mtime_ns]
+    try:
+        seen = json.loads((folder / VERIFIED).read_text())
+    except (OSError, ValueError):
+        seen = {}
+    changed = [name for name in files if seen.get(name) != stats[name]]
+    for name in changed:
+        if _sha256(folder / name) != files[name]["sha256"]:
+            return f"{name} is not the file its build wrote (another SHA-256, the same size)"
+    if changed:
+        with contextlib.suppress(OSError):        # a read-only cache: verified again next time
+            _write_aside(folder / VERIFIED, json.dumps(stats))
     return None
+
+
+def _write_aside(path: Path, text: str) -> None:
+    """Write a file whole: into a temporary file of this process beside it, then renamed over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def contents_problem(folder: Path) -> str | None:
