@@ -31,6 +31,22 @@ def test_every_persona_pair_plays_valid_games():
     assert sum(rates) / len(rates) > 0.8  # they mostly reach deals, as human negotiators do (~80%)
 
 
+def test_a_runaway_turn_is_cut_before_the_rules_parse_it_and_counted():
+    from dialogrl.envs.base import Agent
+    from dialogrl.rollout import MAX_TURN_CHARS
+
+    class Runaway(Agent):
+        name = "runaway"
+
+        def act(self, requests):
+            return ["I propose: " + "hat " * 250_000 for _ in requests]   # a million characters a turn
+
+    (ep,) = play(TASK, {"A": Runaway(), "B": ScriptedAgent("fair", 0)}, TASK.sample_scenarios(1, seed=0), seeds=[0])
+    runaway = [t for t in ep.state.turns if t.role == "A"]
+    assert runaway and all(len(t.text) <= MAX_TURN_CHARS for t in runaway)
+    assert ep.state.info["cut_turns"] == len(runaway)
+
+
 def test_personas_differ_in_toughness():
     """Against the same partner ("fair"), tough personas leave it less and walk away more often than soft ones.
     (Measured on 200 scenarios: partner score greedy 5.8 vs fair 7.0, agreement stubborn 0.70 vs conceder 1.00.)"""

@@ -24,6 +24,11 @@ from dataclasses import dataclass
 
 from dialogrl.envs.base import ActRequest, Agent, GameState, StreamingAgent, Task, Utterance
 
+# A turn's text is cut to this many characters before the game's rules parse it (state.info["cut_turns"] counts the
+# cuts): far above any model turn here (600 tokens, a few thousand characters), and it bounds what a scripted or remote
+# agent's runaway text costs the parsers (a million characters took a game's parser 3.9 s).
+MAX_TURN_CHARS = 20_000
+
 
 @dataclass
 class Episode:
@@ -84,6 +89,9 @@ def play(task: Task, agents: Mapping[str, Agent] | Sequence[Mapping[str, Agent]]
 
     def record(i: int, agent: Agent, said) -> None:
         u = said if isinstance(said, Utterance) else Utterance(str(said))
+        if len(u.text) > MAX_TURN_CHARS:   # before the game's parser sees it; counted in the game's info
+            u = dataclasses.replace(u, text=u.text[:MAX_TURN_CHARS])
+            states[i].info["cut_turns"] = states[i].info.get("cut_turns", 0) + 1
         turn = task.step(states[i], u.text)
         turn.agent = getattr(agent, "name", None)
         turn.prompt_ids, turn.completion_ids, turn.logprobs = u.prompt_ids, u.completion_ids, u.logprobs
