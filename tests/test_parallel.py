@@ -70,6 +70,31 @@ def test_a_killed_worker_raises_naming_its_job():
         map_runs(killed, [0, 1, 2], processes=2)
 
 
+@pytest.mark.parametrize("processes", [1, 2])
+def test_kept_results_resume_an_interrupted_map_where_it_stopped(tmp_path, processes):
+    """Each result is saved as its job finishes; after a failure (a killed run), the same call runs only the jobs
+    without a result and returns what an uninterrupted call returns."""
+    ran = tmp_path / "ran"
+    ran.mkdir()
+
+    def job(k):
+        (ran / f"{k}-{len(list(ran.glob(f'{k}-*')))}").touch()   # one file per time job k runs
+        if k == 3 and not (tmp_path / "healed").exists():
+            raise RuntimeError("interrupted")
+        return {"k": k, "square": k * k}
+
+    with pytest.raises(RuntimeError, match="interrupted"):
+        map_runs(job, range(5), processes=processes, keep=tmp_path / "jobs")
+    saved = {int(p.name.split("-")[1]) for p in (tmp_path / "jobs").glob("job-*.pkl")}
+    assert 3 not in saved and (processes > 1 or saved == {0, 1, 2})
+    (tmp_path / "healed").touch()
+    assert map_runs(job, range(5), processes=processes, keep=tmp_path / "jobs") == [{"k": k, "square": k * k}
+                                                                                     for k in range(5)]
+    runs = {k: len(list(ran.glob(f"{k}-*"))) for k in range(5)}
+    assert runs[3] == 2 and all(runs[k] == 1 for k in saved)      # a job with a saved result is not run again
+    assert len(list((tmp_path / "jobs").glob("job-*.pkl"))) == 5 and not list((tmp_path / "jobs").glob(".*"))
+
+
 def test_a_jobs_exception_carries_the_workers_traceback():
     def boom(k):
         raise KeyError(f"no such thing {k}")

@@ -25,12 +25,14 @@ RuntimeError naming its job, instead of waiting for a result that never comes.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
 import traceback
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -94,9 +96,27 @@ def start_method() -> str:
     return "spawn"
 
 
+class _Kept:
+    """fn, with its result saved to the job's file as it returns (map_runs' `keep`): a (job, file) pair in."""
+
+    def __init__(self, fn: Callable[[Any], Any]):
+        self.fn = fn
+
+    def __call__(self, pair: tuple) -> Any:
+        job, file = pair
+        result = self.fn(job)
+        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(pickle.dumps(result))
+            tmp.replace(file)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return result
+
+
 def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None,
              desc: str | None = None, cost: Callable[[Any], float] | None = None, method: str | None = None,
-             backend: str = "local", gpus_per_run: float = 0.0) -> list:
+             backend: str = "local", gpus_per_run: float = 0.0, keep: str | os.PathLike | None = None) -> list:
     """[fn(job) for job in jobs], in order; with processes > 1 each job runs in a fresh worker process of one torch
     thread, at most `processes` at a time. threads: torch threads of the serial loop (None: unchanged).
     An exception in a job is raised here, the worker's traceback added as a note; a worker that dies (killed, out of
@@ -113,10 +133,23 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
     `processes` at a time, each in a fresh worker process (`max_calls=1`) with `fn` and its job by value; the
     cluster is the one `RAY_ADDRESS` names, or the one this process already joined (`ray.init`), else a local one of
     `processes` CPUs. gpus_per_run: the GPUs each Ray task reserves (0.5: two runs share one). Ray is an optional
-    extra (`pip install -e .[ray]`)."""
+    extra (`pip install -e .[ray]`).
+    keep: a folder where each job's result is saved as soon as the job finishes (pickled, written whole: aside, then
+    renamed), named by the job's place and its repr; a later call with the same folder and jobs takes the saved
+    results and runs only the jobs without one (an interrupted notebook resumes where it stopped)."""
     from dialogrl.run import progress
 
     jobs = list(jobs)
+    if keep is not None:
+        folder = Path(keep)
+        folder.mkdir(parents=True, exist_ok=True)
+        files = [folder / f"job-{i:04d}-{hashlib.blake2b(repr(job).encode(), digest_size=6).hexdigest()}.pkl"
+                 for i, job in enumerate(jobs)]
+        todo = [i for i, f in enumerate(files) if not f.exists()]
+        ran = map_runs(_Kept(fn), [(jobs[i], files[i]) for i in todo], processes, threads, desc,
+                       None if cost is None else (lambda pair: cost(pair[0])), method, backend, gpus_per_run)
+        fresh = dict(zip(todo, ran))
+        return [fresh[i] if i in fresh else pickle.loads(f.read_bytes()) for i, f in enumerate(files)]
     if processes < 1:
         raise ValueError(f"processes={processes}: must be >= 1")
     if backend not in ("local", "ray"):
