@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from dialogrl.envs import GAMES
+from dialogrl.run import write_text
 
 # ChatML as Qwen instruct models write it, with TRL's generation markers around each assistant reply so that
 # apply_chat_template(..., return_assistant_tokens_mask=True) marks the reply and its <|im_end|> (the stop token).
@@ -166,7 +167,7 @@ def folder_problem(folder: Path, record: str) -> str | None:
         problem = contents_problem(folder)
         if problem is None:
             info["files"] = file_manifest(folder, record)
-            _write_aside(path, json.dumps(info, indent=2) + "\n")
+            write_text(path, json.dumps(info, indent=2) + "\n")
         return problem
     stats = {}
     for name, meta in files.items():
@@ -187,18 +188,8 @@ def folder_problem(folder: Path, record: str) -> str | None:
             return f"{name} is not the file its build wrote (another SHA-256, the same size)"
     if changed:
         with contextlib.suppress(OSError):        # a read-only cache: verified again next time
-            _write_aside(folder / VERIFIED, json.dumps(stats))
+            write_text(folder / VERIFIED, json.dumps(stats))
     return None
-
-
-def _write_aside(path: Path, text: str) -> None:
-    """Write a file whole: into a temporary file of this process beside it, then renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def contents_problem(folder: Path) -> str | None:
