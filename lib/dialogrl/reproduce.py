@@ -146,12 +146,8 @@ def refresh_figures(stem: str, run_dir: str | Path, papers_dir: str | Path = "pa
     line = (f"Figures: run `{run_dir.name}` of `{command}` (the `cpu` profile) at commit `{commit}`, "
             f"{env.get('time_utc', '')[:10]}; copied to `papers/figures/{stem}/`, refreshed by every `cpu` run of "
             "`python -m dialogrl reproduce`.")
-    path = papers_dir / f"{stem}.md"
-    text = path.read_text()
-    start, end = text.find(FIGURES_START), text.find(FIGURES_END)
-    if start < 0 or end < start:
-        raise ValueError(f"{path}: no {FIGURES_START} ... {FIGURES_END} block for the figures' provenance")
-    write_text(path, text[:start] + f"{FIGURES_START}\n{line}\n" + text[end:])
+    start, end = text.find(FIGURES_START), text.find(FIGURES_END)   # the paper's text, checked before the copies
+    write_text(papers_dir / f"{stem}.md", text[:start] + f"{FIGURES_START}\n{line}\n" + text[end:])
     return copied
 
 
