@@ -6,6 +6,7 @@ run writes a summary.json with no NaN whose keys and value ranges are those the 
 intervals ordered, verdicts from the allowed set), and its wall-clock times apart, in timings.json.
 """
 import ast
+import contextlib
 import json
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from dialogrl.claims import VERDICTS, rejudge
 from dialogrl.reproduce import notebook_parameters, profile_parameters
+from dialogrl.run import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "notebooks" / "00_example.ipynb"
@@ -38,7 +40,10 @@ def test_notebook_is_committed_clean(nb_path, params_dir):
     tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
     assert len(tagged) == 1, "exactly one cell tagged 'parameters'"
     params = notebook_parameters(nb_path)
-    assert "seed" in params and "run_dir" in params and "profile" in params
+    assert {"seed", "run_dir", "resume", "profile"} <= set(params)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")   # an interrupted run can be resumed:
+    assert "resume=resume)" in code and code.count("map_runs(") == \
+        code.count('keep=run / "jobs")'), "every map_runs keeps its results in the run's jobs/ folder"
     # papermill reads the cell line by line and skips a line with a second "=" (say ">=" in its comment): such a
     # parameter is missing from `papermill --help-notebook` and a profile YAML naming it is refused
     cell = nb.cells[tagged[0]].source
@@ -266,30 +271,118 @@ CHECKS = {"01_calibrated_interactive_rl": check_01, "02_socialrl": check_02, "03
           "04_ibrl_bilateral": check_04}
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("stem, extra", [("04_ibrl_bilateral", {"tasks": ["telesales"], "ablation": False,
-                                                               "eval_scenarios": 2}),
-                                         ("01_calibrated_interactive_rl", {"train_each_horizon": False})])
-def test_notebook_parallel_runs_give_the_serial_results(stem, extra, tmp_path, monkeypatch):
-    """`processes=2` runs the training runs in two one-thread worker processes: the same games, transcripts and
-    summary as one process running them one after another with one thread (thread counts must match: CPU kernels
-    may add in another order with another number of threads). Notebook 01's compounding check reuses the seed-0
-    interactive policy, whose adapter weights come back from its worker; notebook 04 runs its TeleSales half, where
-    the packaged buyer plays (its streams must not depend on the process either)."""
+# the settings of the runs that parallel and resumed runs are held to: notebook 04's TeleSales half, where the packaged
+# buyer plays (its streams must not depend on the process either), and notebook 01 without its per-cap training path
+SERIAL_CASES = {"04_ibrl_bilateral": {"tasks": ["telesales"], "ablation": False, "eval_scenarios": 2},
+                "01_calibrated_interactive_rl": {"train_each_horizon": False}}
+
+
+def _case_parameters(stem: str, run_dir: Path, **more) -> dict:
     nb_path = REPO / "notebooks" / f"{stem}.ipynb"
-    params = {**profile_parameters(nb_path, "smoke", REPO / "params"), **extra}
+    return {**profile_parameters(nb_path, "smoke", REPO / "params"), **SERIAL_CASES[stem], "run_dir": str(run_dir),
+            **more}
+
+
+@pytest.fixture(scope="module")
+def serial_run(tmp_path_factory):
+    """serial_run(stem): the run folder of SERIAL_CASES[stem] run in one process with one thread, made once per
+    module (the kernel's torch starts with one thread: parallel workers have one, and CPU kernels may add in another
+    order with another number of threads)."""
     runs = {}
-    for processes in (1, 2):
-        with monkeypatch.context() as m:
-            if processes == 1:
-                m.setenv("OMP_NUM_THREADS", "1")  # the kernel's torch starts with one thread
-            run_dir = tmp_path / f"run-{processes}"
-            papermill.execute_notebook(str(nb_path), str(tmp_path / f"{processes}.ipynb"), cwd=str(REPO),
-                                       progress_bar=False,
-                                       parameters={**params, "run_dir": str(run_dir), "processes": processes})
-        runs[processes] = run_dir
+
+    def get(stem: str) -> Path:
+        if stem not in runs:
+            folder = tmp_path_factory.mktemp(f"serial-{stem[:2]}")
+            with pytest.MonkeyPatch.context() as m:
+                m.setenv("OMP_NUM_THREADS", "1")
+                papermill.execute_notebook(str(REPO / "notebooks" / f"{stem}.ipynb"), str(folder / "serial.ipynb"),
+                                           cwd=str(REPO), progress_bar=False,
+                                           parameters=_case_parameters(stem, folder / "run", processes=1))
+            runs[stem] = folder / "run"
+        return runs[stem]
+    return get
+
+
+def _same_run(a: Path, b: Path) -> None:
+    """Two run folders hold the same results: summary, games and transcripts byte for byte, and the same logged rows
+    (metrics and trainer configurations; their order and wall-clock times, `time` and `time/...`, aside)."""
     for name in ("summary.json", "games.csv", "transcripts.jsonl"):
-        assert (runs[1] / name).read_text() == (runs[2] / name).read_text(), name
+        assert (a / name).read_text() == (b / name).read_text(), name
+    for name in ("metrics.jsonl", "train_configs.jsonl"):
+        rows = [sorted(json.dumps({k: v for k, v in row.items() if k.split("/")[0] != "time"}, sort_keys=True)
+                       for row in read_jsonl(run / name)) for run in (a, b)]
+        assert rows[0] == rows[1], name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", ["01_calibrated_interactive_rl"])   # notebook 04's: the killed run's resume below
+def test_notebook_parallel_runs_give_the_serial_results(stem, serial_run, tmp_path):
+    """`processes=2` runs the training runs in two one-thread worker processes: the same games, transcripts, logged
+    rows and summary as one process running them one after another with one thread. Notebook 01's compounding check
+    reuses the seed-0 interactive policy, whose adapter weights come back from its worker."""
+    nb_path = REPO / "notebooks" / f"{stem}.ipynb"
+    papermill.execute_notebook(str(nb_path), str(tmp_path / "2.ipynb"), cwd=str(REPO), progress_bar=False,
+                               parameters=_case_parameters(stem, tmp_path / "run", processes=2))
+    _same_run(serial_run(stem), tmp_path / "run")
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below `pid` (Linux /proc)."""
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        out, todo = out + below, todo + below
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the kernel's processes in Linux's /proc")
+def test_a_notebook_killed_mid_way_resumes_to_the_uninterrupted_results(serial_run, tmp_path):
+    """Notebook 04 (SERIAL_CASES) is killed, papermill, kernel and all, as a power cut would, once its first training
+    run is saved and the second is under way; `resume=<its run folder>` finishes it to the summary, games, transcripts
+    and logged rows of the uninterrupted serial run. The resume runs the other three training runs in two one-thread
+    workers (`processes` may change on a resume): this is also notebook 04's parallel test."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    stem = "04_ibrl_bilateral"
+    run, nb_path = tmp_path / "run", REPO / "notebooks" / f"{stem}.ipynb"
+    args = tmp_path / "args.json"
+    args.write_text(json.dumps([str(nb_path), str(tmp_path / "killed.ipynb"),
+                                _case_parameters(stem, run, processes=1)]))
+    code = ("import json, sys, papermill; nb, out, p = json.load(open(sys.argv[1])); "
+            "papermill.execute_notebook(nb, out, parameters=p, progress_bar=False)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(args)], cwd=REPO, start_new_session=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 600
+        while not list((run / "jobs").glob("job-*.pkl")) and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run ended before its first training run was saved"
+        time.sleep(2)   # the second training run is under way
+    finally:
+        for pid in _descendants(proc.pid) + [proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.wait()
+    assert not (run / "summary.json").exists() and len(list((run / "jobs").glob("job-*.pkl"))) == 1
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("OMP_NUM_THREADS", "1")
+        papermill.execute_notebook(str(nb_path), str(tmp_path / "resumed.ipynb"), cwd=str(REPO), progress_bar=False,
+                                   parameters=_case_parameters(stem, run, processes=2, resume=str(run)))
+    assert "resuming" in (tmp_path / "resumed.ipynb").read_text() and not (run / "jobs").exists()
+    _same_run(serial_run(stem), run)
 
 
 @pytest.mark.slow

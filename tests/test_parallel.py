@@ -1,6 +1,10 @@
 """Independent runs in parallel worker processes give the results of the serial loop, in the same order."""
 import os
 import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,7 +14,7 @@ from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import adapter_parameters, load_model
 from dialogrl.parallel import dispatch_order, map_runs, start_method, torch_threads
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
-from dialogrl.run import seed_everything
+from dialogrl.run import MetricsLogger, read_metrics, seed_everything
 
 TASK = DealOrNoDeal()
 
@@ -70,17 +74,52 @@ def test_a_killed_worker_raises_naming_its_job():
         map_runs(killed, [0, 1, 2], processes=2)
 
 
+def _alive(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"   # a zombie has ended
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a worker's death with its parent is Linux's prctl")
+def test_workers_die_with_the_process_that_started_them(tmp_path):
+    """A notebook's kernel killed mid-map (as the out-of-memory killer does) takes its workers with it: no orphan
+    goes on training and writing into a run folder that a resume has taken up again."""
+    script = ("import os, sys, time\nfrom dialogrl.parallel import map_runs\n"
+              "def job(k):\n    (open(f'{sys.argv[1]}/pid-{k}', 'w')).write(str(os.getpid()))\n    time.sleep(120)\n"
+              "map_runs(job, [0, 1], processes=2, method='fork')\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)])
+    try:
+        deadline = time.time() + 120
+        while len([f for f in tmp_path.glob("pid-*") if f.read_text()]) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        pids = [int(f.read_text()) for f in tmp_path.glob("pid-*")]
+        assert len(pids) == 2 and all(map(_alive, pids))
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.time() + 10
+    while any(map(_alive, pids)) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(map(_alive, pids)), "a worker outlived the process that started it"
+
+
 @pytest.mark.parametrize("processes", [1, 2])
 def test_kept_results_resume_an_interrupted_map_where_it_stopped(tmp_path, processes):
-    """Each result is saved as its job finishes; after a failure (a killed run), the same call runs only the jobs
-    without a result and returns what an uninterrupted call returns."""
+    """Each result is saved as its job finishes, with the lines it logged to its run folder; after a failure (a
+    killed run) and the run folder's logs cleared (as `run.resume_run` does), the same call runs only the jobs without
+    a result, logs the saved jobs' lines again, and returns and logs what an uninterrupted call does."""
     ran = tmp_path / "ran"
     ran.mkdir()
+    log = MetricsLogger(tmp_path)   # the run folder: keep is its jobs/ folder
 
     def job(k):
         (ran / f"{k}-{len(list(ran.glob(f'{k}-*')))}").touch()   # one file per time job k runs
+        log.tagged(k=k).log(step=0, value=k * k)
         if k == 3 and not (tmp_path / "healed").exists():
             raise RuntimeError("interrupted")
+        log.tagged(k=k).log(step=1, value=-k)
         return {"k": k, "square": k * k}
 
     with pytest.raises(RuntimeError, match="interrupted"):
@@ -88,11 +127,14 @@ def test_kept_results_resume_an_interrupted_map_where_it_stopped(tmp_path, proce
     saved = {int(p.name.split("-")[1]) for p in (tmp_path / "jobs").glob("job-*.pkl")}
     assert 3 not in saved and (processes > 1 or saved == {0, 1, 2})
     (tmp_path / "healed").touch()
+    (tmp_path / "metrics.jsonl").unlink()
     assert map_runs(job, range(5), processes=processes, keep=tmp_path / "jobs") == [{"k": k, "square": k * k}
                                                                                      for k in range(5)]
     runs = {k: len(list(ran.glob(f"{k}-*"))) for k in range(5)}
     assert runs[3] == 2 and all(runs[k] == 1 for k in saved)      # a job with a saved result is not run again
     assert len(list((tmp_path / "jobs").glob("job-*.pkl"))) == 5 and not list((tmp_path / "jobs").glob(".*"))
+    rows = sorted((r["k"], r["step"], r["value"]) for r in read_metrics(tmp_path))
+    assert rows == sorted([(k, 0, k * k) for k in range(5)] + [(k, 1, -k) for k in range(5)])
 
 
 def test_a_jobs_exception_carries_the_workers_traceback():

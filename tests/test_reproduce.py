@@ -17,7 +17,9 @@ from dialogrl.reproduce import (
     profile_parameters,
     refresh_figures,
     reproduce,
+    unfinished_run,
 )
+from dialogrl.run import read_metrics
 
 FIX = Path(__file__).parent / "fixtures"
 KW = dict(notebooks_dir=FIX / "notebooks", params_dir=FIX / "params", papers_dir=FIX / "papers", progress=False)
@@ -42,6 +44,26 @@ def test_reproduce_runs_the_notebook_and_writes_the_report(tmp_path):
     # a second run never overwrites the first
     assert reproduce(profile="smoke", results_root=tmp_path, only=["00_example"], **KW) == 0
     assert len(list((tmp_path / "00_example").iterdir())) == 2
+
+
+def test_resume_finishes_the_interrupted_run_as_an_uninterrupted_one(tmp_path, monkeypatch):
+    """A run stopped at its second seed's run keeps the first; `reproduce --resume` finishes that folder, running
+    only the second, to the summary and metrics of an uninterrupted run."""
+    monkeypatch.setenv("EXAMPLE_STOP_AT", "1")   # the fixture's second seed stops the notebook, as a kill would
+    assert reproduce(profile="smoke", results_root=tmp_path / "a", **KW) == 1
+    (run,) = (tmp_path / "a" / "00_example").iterdir()
+    assert not (run / "summary.json").exists() and len(list((run / "jobs").glob("job-*.pkl"))) == 1
+    monkeypatch.delenv("EXAMPLE_STOP_AT")
+    assert reproduce(profile="smoke", results_root=tmp_path / "a", resume=True, **KW) == 0
+    assert [run] == list((tmp_path / "a" / "00_example").iterdir()) and not (run / "jobs").exists()
+    assert reproduce(profile="smoke", results_root=tmp_path / "b", **KW) == 0
+    (fresh,) = (tmp_path / "b" / "00_example").iterdir()
+    assert (run / "summary.json").read_text() == (fresh / "summary.json").read_text()
+    rows = [sorted(json.dumps({k: v for k, v in r.items() if k != "time"}) for r in read_metrics(folder))
+            for folder in (run, fresh)]
+    assert rows[0] == rows[1] and len(rows[0]) == 2
+    assert "1 finished training run taken from jobs/" in (run / "00_example.ipynb").read_text()
+    assert unfinished_run("00_example", tmp_path / "a", "smoke") is None   # nothing left to resume: a new run
 
 
 def test_failing_notebook_is_reported_and_exit_code_is_nonzero(tmp_path):
@@ -121,6 +143,17 @@ def test_a_cpu_run_refreshes_the_papers_key_figures(tmp_path):
     (papers / "00_example.md").write_text("---\nfigures: [means.png]\n---\nno markers\n")
     with pytest.raises(ValueError, match="no <!-- figures"):
         refresh_figures("00_example", run, papers)
+    # a bad run folder leaves the paper's figures and text byte-identical
+    figure, paper = copied.read_bytes(), (papers / "00_example.md").read_bytes()
+    (run / "figures" / "means.png").write_bytes(b"another figure")
+    (run / "env.json").rename(run / "env.moved")
+    with pytest.raises(ValueError, match="no env.json"):
+        refresh_figures("00_example", run, papers)
+    (run / "env.moved").rename(run / "env.json")
+    (run / "config.json").write_text("")
+    with pytest.raises(ValueError, match="config.json: empty"):
+        refresh_figures("00_example", run, papers)
+    assert copied.read_bytes() == figure and (papers / "00_example.md").read_bytes() == paper
 
 
 def test_each_paper_shows_its_key_figures():

@@ -82,6 +82,65 @@ def test_start_run_writes_config_and_env(tmp_path):
     assert env["packages"]["torch"] and env["packages"]["transformers"]
 
 
+def test_resume_refuses_another_run_and_keeps_only_what_it_reuses(tmp_path, monkeypatch, capsys):
+    """A resume checks the parameters, the environment and that the run did not finish, before touching anything;
+    then it clears what the run wrote except its config, env, executed notebook and finished training runs."""
+    import dialogrl.run as run_module
+
+    params = {"seed": 3, "lr": 0.1, "processes": 1, "run_dir": None, "resume": None}
+    run = start_run("nb", params, root=tmp_path)
+    for name in ("metrics.jsonl", "games.csv", "nb.ipynb", "jobs/job-0000-aa.pkl", "figures/a.png",
+                 "simulator-0/model.safetensors"):
+        (run / name).parent.mkdir(exist_ok=True)
+        (run / name).write_text(name)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(ValueError, match=r"config.json: the run was started with other parameters: lr \(0.1 then, "
+                                         r"0.2 now\); steps \(unset then, 5 now\)"):
+        start_run("nb", {**params, "lr": 0.2, "steps": 5}, resume=run)
+    with pytest.raises(ValueError, match="a resumed run writes into the folder it resumes"):
+        start_run("nb", params, run_dir=tmp_path / "elsewhere", resume=run)
+    info = run_module.environment_info
+    monkeypatch.setattr(run_module, "environment_info",
+                        lambda: {**info(), "git_commit": "f" * 40, "packages": {**info()["packages"], "trl": "0.1"}})
+    with pytest.raises(ValueError, match=r"env.json: the run started in another environment: git_commit '\w+' then, "
+                                         r"'f+' now; trl '[\d.]+' then, '0.1' now\. "):
+        start_run("nb", params, resume=run)
+    monkeypatch.setattr(run_module, "environment_info", info)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before   # refused: nothing touched
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(ValueError, match="this run finished"):
+        start_run("nb", params, resume=run)
+    (run / "summary.json").unlink()
+    with pytest.raises(ValueError, match="no config.json there"):
+        start_run("nb", params, resume=tmp_path)
+
+    assert start_run("nb", {**params, "processes": 2, "run_dir": str(run), "resume": str(run)}, resume=run) == run
+    assert "1 finished training run taken from jobs/" in capsys.readouterr().out
+    left = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    assert left == [".lock", "config.json", "env.json", "figures", "jobs", "jobs/job-0000-aa.pkl", "nb.ipynb"]
+    assert json.loads((run / "config.json").read_text()) == params   # as the run began
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the run folder's lock is POSIX's flock")
+def test_a_run_still_going_on_in_another_process_is_not_resumed(tmp_path):
+    """`reproduce --resume` beside a reproduce still running would take up its newest unfinished run, the one being
+    written: refused while that process lives, taken once it has ended."""
+    import subprocess
+    import sys
+
+    script = ("import sys, time\nfrom dialogrl.run import start_run\n"
+              "start_run('nb', {'seed': 0}, run_dir=sys.argv[1])\nprint('started', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, str(tmp_path / "run")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "started\n"
+        with pytest.raises(ValueError, match="another process is writing this run now"):
+            start_run("nb", {"seed": 0}, resume=tmp_path / "run")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert start_run("nb", {"seed": 0}, resume=tmp_path / "run") == tmp_path / "run"
+
+
 def test_metrics_logger_round_trip(tmp_path):
     log = MetricsLogger(tmp_path)
     log.log(step=0, loss=torch.tensor(2.5), score=np.float64(1.0))
@@ -90,6 +149,15 @@ def test_metrics_logger_round_trip(tmp_path):
     assert [r["step"] for r in rows] == [0, 1] and rows[0]["loss"] == 2.5 and "time" in rows[0]
     log.tagged(task="dond", seed=2).log(step=0, loss=0.5)
     assert read_metrics(tmp_path)[-1] == {**read_metrics(tmp_path)[-1], "task": "dond", "seed": 2, "loss": 0.5}
+
+
+def test_a_cut_metrics_line_names_its_file_and_line(tmp_path):
+    log = MetricsLogger(tmp_path)
+    log.log(step=1, loss=0.5)
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 2, "lo')   # a process killed mid-line
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2: not a JSON line"):
+        read_metrics(tmp_path)
 
 
 def test_log_config_appends_to_train_configs_with_the_tags(tmp_path):
@@ -157,6 +225,10 @@ def test_save_games_show_transcripts_and_finish_run(tmp_path, capsys):
     seconds = finish_run(tmp_path, {"x": float("nan"), "y": 1}, time.time() - 2, runs=[{"seed": 0}])
     assert seconds >= 2 and json.loads((tmp_path / "summary.json").read_text()) == {"x": None, "y": 1}
     assert json.loads((tmp_path / "timings.json").read_text()) == {"seconds": seconds, "runs": [{"seed": 0}]}
+    (tmp_path / "jobs").mkdir()   # the finished training runs a resume would reuse: the run's files hold them now
+    (tmp_path / "jobs" / "job-0000-aa.pkl").write_bytes(b"")
+    finish_run(tmp_path, {"y": 1}, time.time())
+    assert not (tmp_path / "jobs").exists()
 
 
 def test_print_timings_aligns_the_labels(capsys):
@@ -194,3 +266,41 @@ def test_design_checks_are_kept_before_a_refusal(tmp_path):
         require_responsive({"single-1": rec}, "training simulator")
     kept = json.loads((tmp_path / "design_checks.json").read_text())
     assert kept["counterparts"]["single-1"] == rec and kept["room"]["sim"]["ceiling"] is None
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGXFSZ"), reason="a file-size limit is POSIX's")
+def test_a_full_disk_leaves_the_old_file_and_figure_whole(tmp_path):
+    """A write that meets a full disk (here a file-size limit of 4 KiB in a child process) fails with its error and
+    leaves the text file (papers/, README, summaries: run.write_text) and the figure (plots) as they were, with no
+    temporary file behind."""
+    import subprocess
+    import sys
+
+    (tmp_path / "paper.md").write_text("the old paper\n")
+    (tmp_path / "fig.png").write_bytes(b"the old figure")
+    script = """
+import resource, signal, sys
+from pathlib import Path
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from dialogrl.plots import _save
+from dialogrl.run import write_text
+folder = Path(sys.argv[1])
+figure = plt.figure(figsize=(12, 12))
+plt.plot(range(5000), [(k * 7919) % 101 for k in range(5000)])   # a figure of much more than 4 KiB
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # the write fails with EFBIG, as ENOSPC on a full disk
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+for name, write in [("text", lambda: write_text(folder / "paper.md", "the new paper " * 1000)),
+                    ("figure", lambda: _save(figure, folder / "fig.png"))]:
+    try:
+        write()
+        print(name, "written")
+    except OSError as err:
+        print(name, "refused", err.errno)
+"""
+    out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split("\n")[:2] == ["text refused 27", "figure refused 27"], out.stdout + out.stderr
+    assert (tmp_path / "paper.md").read_text() == "the old paper\n"
+    assert (tmp_path / "fig.png").read_bytes() == b"the old figure"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png", "paper.md"]

@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
     rep.add_argument("--results", default="results", help="results root (default: results)")
     rep.add_argument("--no-progress", action="store_true", help="no progress bars")
+    rep.add_argument("--resume", action="store_true",
+                     help="finish each notebook's newest interrupted run of the profile (its finished training runs "
+                          "are reused) instead of starting a new one")
 
     cmp = sub.add_parser("compare", help="the claims of several runs side by side (markdown)")
     cmp.add_argument("runs", nargs="+", metavar="RUN",
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return reproduce(only=args.only, profile=args.profile, notebooks_dir=args.notebooks,
                              params_dir=args.params, papers_dir=args.papers, results_root=args.results,
-                             progress=not args.no_progress)
+                             progress=not args.no_progress, resume=args.resume)
         if args.command == "demo":
             from dialogrl.params import parse_value
             from dialogrl.reproduce import demo

@@ -26,7 +26,6 @@ over seeds) beside the paper's effect, and the seed-level and scenario-level var
 """
 from __future__ import annotations
 
-import json
 import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +38,7 @@ import torch
 from dialogrl.agents import LMAgent
 from dialogrl.envs.base import Agent, Task
 from dialogrl.rollout import Episode, play_cells
+from dialogrl.run import append_jsonl
 from dialogrl.seeds import eval_seeds
 
 GAME_METRICS = ("score", "partner_score", "joint", "agreed", "pareto", "invalid_rate", "reward")
@@ -273,9 +273,7 @@ def cross_play(task: Task, policies: dict[str, Agent], counterparts: dict[str, A
     rows = [row for (pname, cname, seat), episodes in played.items()
             for row in game_rows(task, episodes, seat, policy=pname, counterpart=cname)]
     if transcripts:
-        with open(transcripts, "a") as f:
-            for rec in transcript_records(played, n_transcripts):
-                f.write(json.dumps(rec, default=str) + "\n")
+        append_jsonl(transcripts, transcript_records(played, n_transcripts))
     return (pd.DataFrame(rows), played) if return_episodes else pd.DataFrame(rows)
 
 

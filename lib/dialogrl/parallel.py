@@ -30,6 +30,8 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import pickle
+import signal
+import sys
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -62,12 +64,26 @@ def _init_worker() -> None:
     hf_logging.disable_progress_bar()
 
 
-def _worker(payload: int | bytes, conn, gpu: int) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Linux: this worker is killed when the process that started it dies (a notebook's kernel killed by the
+    out-of-memory killer, say), so that no orphan goes on training and writing into a run folder that a resume has
+    taken up again (`run.resume_run`)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    if os.getppid() != parent:   # it died before that took effect
+        os._exit(1)
+
+
+def _worker(payload: int | bytes, conn, gpu: int, parent: int) -> None:
     """One job in its own process: `payload` is the job's index into the inherited `_TASK` (fork) or `(fn, job)`
     pickled by value (spawn). Sends back ("ok", result) or ("error", exception or None, traceback), as plain pickle
     bytes: multiprocessing's own pickler would send torch tensors as shared-memory handles that the receiver opens
     from a sender which has exited by then."""
     try:
+        _die_with_parent(parent)
         _init_worker()
         if isinstance(payload, bytes):   # spawn: a fresh interpreter, its current GPU chosen before anything loads
             if torch.cuda.is_available():
@@ -97,21 +113,38 @@ def start_method() -> str:
 
 
 class _Kept:
-    """fn, with its result saved to the job's file as it returns (map_runs' `keep`): a (job, file) pair in."""
+    """fn, with its result saved to the job's file as it returns (map_runs' `keep`): a (job, file) pair in. The file
+    holds the result and the lines the job appended to its run's files (`run.recorded_appends`; their paths relative
+    to the keep folder's parent, the run folder, where they lie in it)."""
 
     def __init__(self, fn: Callable[[Any], Any]):
         self.fn = fn
 
     def __call__(self, pair: tuple) -> Any:
+        from dialogrl.run import recorded_appends
+
         job, file = pair
-        result = self.fn(job)
+        with recorded_appends() as appends:
+            result = self.fn(job)
+        base = file.parent.parent.resolve()
+        lines = [(str(p.relative_to(base)) if p.is_relative_to(base) else str(p), line) for p, line in appends]
         tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
         try:
-            tmp.write_bytes(pickle.dumps(result))
+            tmp.write_bytes(pickle.dumps((result, lines)))
             tmp.replace(file)
         finally:
             tmp.unlink(missing_ok=True)
         return result
+
+
+def _saved(file: Path) -> Any:
+    """A job's saved result (`_Kept`); the lines it appended to its run's files are appended to them again (the
+    folder they were in was cleared for the resume: `run.resume_run`)."""
+    result, lines = pickle.loads(file.read_bytes())
+    for path, line in lines:
+        with open(file.parent.parent / path, "a") as f:   # an absolute path stays itself
+            f.write(line)
+    return result
 
 
 def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None,
@@ -135,8 +168,9 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
     `processes` CPUs. gpus_per_run: the GPUs each Ray task reserves (0.5: two runs share one). Ray is an optional
     extra (`pip install -e .[ray]`).
     keep: a folder where each job's result is saved as soon as the job finishes (pickled, written whole: aside, then
-    renamed), named by the job's place and its repr; a later call with the same folder and jobs takes the saved
-    results and runs only the jobs without one (an interrupted notebook resumes where it stopped)."""
+    renamed), named by the job's place and its repr, with the lines it logged to its run's files (metrics.jsonl,
+    train_configs.jsonl: `run.recorded_appends`); a later call with the same folder and jobs takes the saved results,
+    logs their lines again, and runs only the jobs without one (a notebook's resume: `run.resume_run`)."""
     from dialogrl.run import progress
 
     jobs = list(jobs)
@@ -146,10 +180,11 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
         files = [folder / f"job-{i:04d}-{hashlib.blake2b(repr(job).encode(), digest_size=6).hexdigest()}.pkl"
                  for i, job in enumerate(jobs)]
         todo = [i for i, f in enumerate(files) if not f.exists()]
+        saved = {i: _saved(f) for i, f in enumerate(files) if i not in todo}
         ran = map_runs(_Kept(fn), [(jobs[i], files[i]) for i in todo], processes, threads, desc,
                        None if cost is None else (lambda pair: cost(pair[0])), method, backend, gpus_per_run)
-        fresh = dict(zip(todo, ran))
-        return [fresh[i] if i in fresh else pickle.loads(f.read_bytes()) for i, f in enumerate(files)]
+        saved.update(zip(todo, ran))
+        return [saved[i] for i in range(len(jobs))]
     if processes < 1:
         raise ValueError(f"processes={processes}: must be >= 1")
     if backend not in ("local", "ray"):
@@ -180,7 +215,7 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
                     i, slot = pending.pop(), free.pop()
                     payload = i if method == "fork" else cloudpickle.dumps((fn, jobs[i]))
                     receive, send = ctx.Pipe(duplex=False)
-                    worker = ctx.Process(target=_worker, args=(payload, send, slot), daemon=True)
+                    worker = ctx.Process(target=_worker, args=(payload, send, slot, os.getpid()), daemon=True)
                     worker.start()
                     send.close()   # the worker holds the sending end: its exit without a message reads as EOF
                     running[receive] = (i, worker, slot)

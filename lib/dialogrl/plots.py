@@ -2,6 +2,7 @@
 is saved, then returned."""
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ def _save(fig, path: str | Path | None):
     if path is not None:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")    # drawn aside, then renamed: never half a figure
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")   # drawn aside, then renamed: never half a figure
         try:
             fig.savefig(tmp, dpi=120, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
             tmp.replace(path)

@@ -5,7 +5,9 @@ For each notebooks/<stem>.ipynb (sorted, or those named by --only):
      (every key must be a parameter of the notebook: papermill itself only warns on unknown ones); `profile` itself
      is always passed, so that a notebook's `profile = "auto"` does not pick another one;
   2. a new run folder results/<stem>/<run_id>/, passed to the notebook as its `run_dir` parameter; the executed
-     notebook is saved there beside the notebook's own summary.json, metrics.jsonl, figures and transcripts;
+     notebook is saved there beside the notebook's own summary.json, metrics.jsonl, figures and transcripts (with
+     --resume, the notebook's newest interrupted run of the profile instead, as its `resume` parameter: the training
+     runs it finished are reused, `run.resume_run`);
   3. results/REPORT.md: the claims of each notebook's latest run beside the paper's effects, with intervals, MDEs
      and verdicts (`compare.compare_table`), its manipulation checks, and the paper's other numbers, which
      papers/<stem>.md lists in its front matter under `paper_numbers:` (dotted summary keys -> the paper's value);
@@ -16,7 +18,6 @@ For each notebooks/<stem>.ipynb (sorted, or those named by --only):
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import shutil
 import time
@@ -167,14 +168,18 @@ def _has_claims_block(stem: str, papers_dir: Path) -> bool:
     return path.exists() and CLAIMS_START in path.read_text()
 
 
-def run_notebook(nb_path: Path, run_dir: Path, parameters: dict, progress: bool = True) -> tuple[bool, float, str]:
-    """Execute one notebook with papermill into run_dir/<stem>.ipynb. Returns (ok, seconds, error text)."""
+def run_notebook(nb_path: Path, run_dir: Path, parameters: dict, progress: bool = True,
+                 resume: bool = False) -> tuple[bool, float, str]:
+    """Execute one notebook with papermill into run_dir/<stem>.ipynb. Returns (ok, seconds, error text).
+    resume: run_dir is an interrupted run of the notebook, to finish (its `resume` parameter)."""
     import papermill
 
     params = dict(parameters)
     known = notebook_parameters(nb_path)
     if "run_dir" in known:
         params["run_dir"] = str(run_dir)
+    if resume:
+        params["resume"] = str(run_dir)
     t0 = time.time()
     try:
         papermill.execute_notebook(str(nb_path), str(run_dir / nb_path.name), parameters=params,
@@ -205,7 +210,7 @@ def demo(parameters: dict | None = None, results_root: str | Path = "results", p
         print(f"the demo failed after {seconds / 60:.1f} min: {error.strip()}\nits notebook, as far as it ran: "
               f"{run_dir / Path(notebook).name}")
         return 1
-    summary = json.loads((run_dir / "summary.json").read_text())
+    summary = read_json(run_dir / "summary.json")
     d = summary["trained_minus_warm_start"]
     print(f"\ndemo done in {seconds / 60:.1f} min. Held-out full agreement: warm start "
           f"{summary['success']['warm start']:.1%}, trained {summary['success']['trained']:.1%}; "
@@ -228,6 +233,20 @@ def latest_run(stem: str, results_root: Path, profile: str | None = None) -> Pat
 
     runs = sorted((p for p in (Path(results_root) / stem).glob("*") if (p / "summary.json").exists()
                    and of_profile(p)), key=lambda p: p.stat().st_mtime)
+    return runs[-1] if runs else None
+
+
+def unfinished_run(stem: str, results_root: Path, profile: str) -> Path | None:
+    """The newest run folder of `stem` and `profile` that began (its config.json) and did not finish (no
+    summary.json): the one `reproduce --resume` finishes. None if there is none."""
+    def of_profile(run: Path) -> bool:
+        try:
+            return read_json(run / "config.json").get("profile") == profile
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    runs = sorted((p for p in (Path(results_root) / stem).glob("*") if (p / "config.json").is_file()
+                   and not (p / "summary.json").exists() and of_profile(p)), key=lambda p: p.stat().st_mtime)
     return runs[-1] if runs else None
 
 
@@ -267,7 +286,7 @@ def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: 
         if not r.ok:
             lines += ["```", r.error.strip()[-2000:], "```", *[f"{what}: `{path}`" for what, path in left_by(r)]]
             continue
-        summary = json.loads((r.run_dir / "summary.json").read_text()) if r.run_dir else {}
+        summary = read_json(r.run_dir / "summary.json") if r.run_dir else {}
         if summary.get("manipulation"):
             lines += ["Manipulation checks:", "", manipulation_table(summary), ""]
         ours = flatten(summary)
@@ -295,8 +314,10 @@ def left_by(run: NotebookRun) -> list[tuple[str, Path]]:
 
 def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir: str | Path = "notebooks",
               params_dir: str | Path = "params", papers_dir: str | Path = "papers",
-              results_root: str | Path = "results", progress: bool = True) -> int:
-    """Run the notebooks and write results/REPORT.md. Returns a process exit code (0: all ran)."""
+              results_root: str | Path = "results", progress: bool = True, resume: bool = False) -> int:
+    """Run the notebooks and write results/REPORT.md. Returns a process exit code (0: all ran).
+    resume: a notebook with an interrupted run of this profile (`unfinished_run`) finishes that one, reusing the
+    training runs it finished; the others start new runs."""
     from tqdm.auto import tqdm
 
     results_root, papers_dir = Path(results_root), Path(papers_dir)
@@ -314,8 +335,13 @@ def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir
                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [elapsed {elapsed}, remaining {remaining}]")
     for nb in bar:
         bar.set_postfix_str(nb.stem)
-        run_dir = make_run_dir(nb.stem, root=results_root, run_id=f"{make_run_id()}__{profile}")
-        ok, seconds, error = run_notebook(nb, run_dir, overrides[nb.stem], progress=progress)
+        run_dir = unfinished_run(nb.stem, results_root, profile) if resume else None
+        if run_dir is not None and "resume" in notebook_parameters(nb):
+            tqdm.write(f"{nb.stem}: resuming {run_dir}")
+            ok, seconds, error = run_notebook(nb, run_dir, overrides[nb.stem], progress=progress, resume=True)
+        else:
+            run_dir = make_run_dir(nb.stem, root=results_root, run_id=f"{make_run_id()}__{profile}")
+            ok, seconds, error = run_notebook(nb, run_dir, overrides[nb.stem], progress=progress)
         if ok and not (run_dir / "summary.json").exists():
             ok, error = False, f"{nb.name} ran but wrote no summary.json to its run folder {run_dir}"
         runs.append(NotebookRun(nb.stem, run_dir, ok, seconds, error))

@@ -12,15 +12,21 @@ Every notebook does the same few things first (minGPT / cleanrl style):
     save_summary(run_dir, summary)    # the numbers the paper's claims are judged by
     save_timings(run_dir, timings)    # wall-clock times, apart from the summary (they differ between runs)
 
+An interrupted run is finished in its own folder: `start_run(..., resume=run_dir)` checks that the parameters and
+the environment are the ones it ran with and clears what it wrote, except the training runs it finished, which
+`parallel.map_runs(..., keep=run_dir / "jobs")` saved as each one ended and takes up again.
+
 Long loops show `progress(...)` bars (tqdm), which TQDM_DISABLE=1 turns off everywhere.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import platform
 import random
+import shutil
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,10 +43,17 @@ if TYPE_CHECKING:
 
 RESULTS_ROOT = Path("results")
 TRAIN_CONFIGS = "train_configs.jsonl"  # one line per trainer run in a run folder (MetricsLogger.log_config)
+LOCK = ".lock"  # held by the process that writes a run folder (`_hold`)
+JOBS = "jobs"  # a run folder's finished training runs (map_runs' keep), until the run finishes: what a resume reuses
 
 # packages whose versions go into env.json
 _TRACKED_PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accelerate", "tokenizers",
                      "numpy", "scipy", "pandas", "seaborn", "papermill", "dialogrl")
+# parameters a resumed run may change: where it writes, and how many training runs at a time (the same results for
+# any value: tests/test_notebooks.py)
+RESUMABLE = ("run_dir", "resume", "processes")
+# what decides a run's numbers besides its parameters: a resumed run must find these as its env.json recorded them
+_SAME_ENV = ("python", "packages", "torch_threads", "cuda", "cuda_device", "git_commit", "git_dirty")
 
 
 def seed_everything(seed: int, deterministic: bool = True) -> int:
@@ -129,13 +142,87 @@ def use_run_dir(run_dir: str | os.PathLike) -> Path:
 
 
 def start_run(stem: str, params: dict, run_dir: str | os.PathLike | None = None,
-              root: str | os.PathLike = RESULTS_ROOT) -> Path:
+              root: str | os.PathLike = RESULTS_ROOT, resume: str | os.PathLike | None = None) -> Path:
     """A notebook's setup in one call: seed everything with params['seed'], make (or adopt) the run folder,
-    write config.json and env.json. Returns the run folder."""
+    write config.json and env.json. Returns the run folder.
+    resume: an interrupted run folder of this notebook to finish instead (`resume_run`); run_dir, if given, must name
+    the same folder."""
     seed_everything(params["seed"])
+    if resume:
+        if run_dir and Path(run_dir).resolve() != Path(resume).resolve():
+            raise ValueError(f"run_dir={str(run_dir)!r} and resume={str(resume)!r}: a resumed run writes into the "
+                             "folder it resumes; give one of them")
+        return resume_run(params, resume)
     path = use_run_dir(run_dir) if run_dir else make_run_dir(stem, seed=params["seed"], root=root)
+    _hold(path)
     save_config(path, params)
     save_env(path)
+    return path
+
+
+_HELD: dict[Path, int] = {}   # run folders this process writes: the descriptor of each one's held lock file
+
+
+def _hold(path: Path) -> None:
+    """Mark a run folder as written by this process for as long as it lives (an advisory lock on <run>/.lock, which
+    its forked workers share): a resume from another process is refused while the run still goes on."""
+    try:
+        import fcntl
+    except ImportError:   # not POSIX: no lock
+        return
+    if path.resolve() in _HELD:
+        return
+    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(f"{path}: another process is writing this run now (it holds {path / LOCK}): resume it once "
+                         "that process has ended (a notebook's kernel too)") from None
+    _HELD[path.resolve()] = fd
+
+
+def resume_run(params: dict, run_dir: str | os.PathLike) -> Path:
+    """Take up an interrupted run in its folder: it must hold a config.json with these parameters (those in
+    RESUMABLE aside) and no summary.json, no other process may be writing it still (its lock), and this environment
+    must be the one its env.json recorded (python, package versions, torch threads, device, git commit): otherwise a
+    ValueError naming what differs, before anything is touched. Then everything the run wrote is removed, to be
+    written again, except config.json, env.json, executed notebooks and the training runs it finished
+    (<run_dir>/jobs, `parallel.map_runs`' keep). Returns the folder."""
+    path = Path(run_dir)
+    if not (path / "config.json").is_file():
+        raise ValueError(f"resume={str(run_dir)!r}: no config.json there: not a run folder")
+    if (path / "summary.json").exists():
+        raise ValueError(f"{path}: this run finished (it has a summary.json): nothing to resume")
+    _hold(path)
+    then, now = read_json(path / "config.json"), json.loads(json.dumps(dict(params), default=_to_jsonable))
+    if not isinstance(then, dict):
+        raise ValueError(f"{path / 'config.json'}: not a mapping of parameters")
+    def shown(d: dict, k: str) -> str:
+        return repr(d[k]) if k in d else "unset"
+
+    differ = [f"{k} ({shown(then, k)} then, {shown(now, k)} now)" for k in sorted(set(then) | set(now))
+              if k not in RESUMABLE and shown(then, k) != shown(now, k)]
+    if differ:
+        raise ValueError(f"{path / 'config.json'}: the run was started with other parameters: {'; '.join(differ)}. "
+                         "Resume it with its own parameters, or start a new run")
+    env_then = read_json(path / "env.json") if (path / "env.json").is_file() else {}
+    env_now = json.loads(json.dumps(environment_info(), default=_to_jsonable))
+    pkgs_then, pkgs_now = env_then.get("packages") or {}, env_now.get("packages") or {}
+    changed = [f"{k} {env_then.get(k)!r} then, {env_now.get(k)!r} now" for k in _SAME_ENV
+               if k != "packages" and env_then.get(k) != env_now.get(k)]
+    changed += [f"{name} {v!r} then, {pkgs_now.get(name)!r} now" for name, v in pkgs_then.items()
+                if pkgs_now.get(name) != v]
+    if changed:
+        raise ValueError(f"{path / 'env.json'}: the run started in another environment: {'; '.join(changed)}. Its "
+                         "finished training runs would not be this environment's: start a new run")
+    for p in path.iterdir():
+        if p.name in ("config.json", "env.json", JOBS, LOCK) or p.suffix == ".ipynb":
+            continue
+        shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+    (path / "figures").mkdir()
+    kept = len(list((path / JOBS).glob("job-*.pkl")))
+    print(f"resuming {path}: {kept} finished training run{'s' * (kept != 1)} taken from {JOBS}/, the rest run again")
     return path
 
 
@@ -283,8 +370,7 @@ def save_games(run_dir: str | os.PathLike, games: pd.DataFrame, transcripts: Seq
     """games.csv (one row per evaluation game) and transcripts.jsonl (appended: the records of
     `evaluate.transcript_records`) of a run."""
     games.to_csv(Path(run_dir) / "games.csv", index=False)
-    with open(Path(run_dir) / "transcripts.jsonl", "a") as f:
-        f.writelines(json.dumps(rec, default=str) + "\n" for rec in transcripts)
+    append_jsonl(Path(run_dir) / "transcripts.jsonl", transcripts)
 
 
 def show_transcripts(run_dir: str | os.PathLike, n: int = 2, keep: Callable[[dict], bool] = lambda rec: True,
@@ -292,7 +378,7 @@ def show_transcripts(run_dir: str | os.PathLike, n: int = 2, keep: Callable[[dic
     """Print the first `n` dialogues of a run's transcripts.jsonl that `keep` keeps: a title line (by default the
     policy, its seat, the counterpart and the outcome), then each turn."""
     path = Path(run_dir) / "transcripts.jsonl"
-    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    records = read_jsonl(path) if path.exists() else []
     for rec in [r for r in records if keep(r)][:n]:
         print("--- " + (title(rec) if title else f"{rec['policy']} as {rec['seat']} vs {rec['counterpart']}: "
                                                  f"{rec.get('outcome')}"))
@@ -333,6 +419,19 @@ def read_json(path: str | os.PathLike) -> Any:
         raise ValueError(f"{path}: {'empty' if not text.strip() else where}") from None
 
 
+def read_jsonl(path: str | os.PathLike) -> list:
+    """The values of a JSON-lines file (metrics.jsonl, transcripts.jsonl), blank lines skipped; a line that is not
+    JSON (cut short by a killed process, say) is a ValueError naming the file and the line."""
+    out = []
+    for n, line in text_lines(path):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{n}: not a JSON line ({err.msg} at column {err.colno})") from None
+    return out
+
+
 def print_timings(timings: Sequence[dict]) -> None:
     """One line per run: its labels (every field but the times, e.g. task, method, seed) in aligned columns, then
     its training and evaluation seconds (`train_s`, `eval_s`)."""
@@ -346,20 +445,39 @@ def print_timings(timings: Sequence[dict]) -> None:
 
 def finish_run(run_dir: str | os.PathLike, summary: dict, started: float, **timings: Any) -> float:
     """Write summary.json (non-finite values as None: `no_nan`) and timings.json (the seconds since `started`, a
-    time.time(), and `timings`); returns those seconds."""
+    time.time(), and `timings`), and remove the finished training runs kept for a resume (<run_dir>/jobs); returns
+    those seconds."""
     seconds = round(time.time() - started, 1)
     save_summary(run_dir, no_nan(summary))
     save_timings(run_dir, {"seconds": seconds, **timings})
+    shutil.rmtree(Path(run_dir) / JOBS, ignore_errors=True)   # kept for a resume; the run's files hold them now
     return seconds
 
 
-def load_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+_APPENDS: list | None = None   # inside `recorded_appends`: the (file, line) pairs append_jsonl writes
 
 
-def _append_jsonl(path: Path, row: dict) -> None:
-    with path.open("a") as f:
-        f.write(json.dumps(row) + "\n")
+def append_jsonl(path: str | os.PathLike, rows: Sequence[dict]) -> None:
+    """Append one JSON line per row to a run file (metrics.jsonl, train_configs.jsonl, transcripts.jsonl)."""
+    lines = [json.dumps(row, default=str) + "\n" for row in rows]
+    with open(path, "a") as f:
+        f.writelines(lines)
+    if _APPENDS is not None:
+        _APPENDS.extend((Path(path).resolve(), line) for line in lines)
+
+
+@contextlib.contextmanager
+def recorded_appends() -> Iterator[list[tuple[Path, str]]]:
+    """The lines `append_jsonl` writes inside the block, as (file, line) pairs: what a training run logged to its run
+    folder, kept with its result (`parallel.map_runs`' keep) so that a resumed run logs it again."""
+    global _APPENDS
+    outer, _APPENDS = _APPENDS, []
+    try:
+        yield _APPENDS
+    finally:
+        inner, _APPENDS = _APPENDS, outer
+        if outer is not None:
+            outer.extend(inner)
 
 
 class MetricsLogger:
@@ -380,7 +498,7 @@ class MetricsLogger:
     def log(self, **row: Any) -> dict:
         row = json.loads(json.dumps(row, default=_to_jsonable))  # plain python values from here on
         row["time"] = round(time.time() - self._t0, 3)
-        _append_jsonl(self.path, row)
+        append_jsonl(self.path, [row])
         self._n += 1
         if self.print_every and self._n % self.print_every == 0:
             print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
@@ -390,7 +508,7 @@ class MetricsLogger:
         """Append one JSON object to <run_dir>/train_configs.jsonl: the effective configuration of one trainer run
         (Trainer.train writes {trainer, start_step, config, roles} here before its first step)."""
         record = json.loads(json.dumps(record, default=_to_jsonable))
-        _append_jsonl(self.configs_path, record)
+        append_jsonl(self.configs_path, [record])
         return record
 
     def tagged(self, **tags: Any) -> TaggedLogger:
@@ -416,5 +534,4 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
     path = Path(path)
     if path.is_dir():
         path = path / "metrics.jsonl"
-    with path.open() as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return read_jsonl(path)
