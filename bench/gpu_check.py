@@ -218,7 +218,7 @@ def checkpoint_stage(row: dict, path: str, device: str, scenarios: int, max_new_
     shutil.copytree(folder / "straight" / "step-000001", folder / "resumed" / "step-000001")   # stopped after 1
     resumed, rows = trainer(folder / "resumed")
     diff = max((p - adapter_parameters(resumed.model, a)[n]).abs().max().item()
-               for a in straight.paths for n, p in adapter_parameters(straight.model, a).items())
+               for a in straight.adapter_roles for n, p in adapter_parameters(straight.model, a).items())
     row.update(resumed_steps=[r["step"] for r in rows], cuda_rng_saved=torch.cuda.is_available(),
                max_weight_diff=diff, identical=diff == 0.0)
 

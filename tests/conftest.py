@@ -20,6 +20,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+if SHARED_DATA.is_dir():
+    # the data sets the notebooks name (dialogrl.data) are read from the copies beside the repository, never fetched
+    os.environ.setdefault("DIALOGRL_DATA", str(SHARED_DATA))
 
 # Corpus sizes of the embedded models' test builds: the warm starts of the learning tests (and of the tests that play
 # tiny-dond, and of the demo notebook: tiny-social). Half of the full corpora or less (minutes to build on one

@@ -3,6 +3,7 @@
 Reads the copies in ../shared/data/dealnodeal/ (never committed here); skipped with a message where they are absent.
 """
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
@@ -192,3 +193,100 @@ def test_selection_classifier_reads_held_out_human_talk(shared_data):
     assert sum(exact) / len(exact) > 0.3 and sum(agreed) / len(agreed) > 0.15, (sum(exact) / len(exact), sum(agreed))
     with pytest.raises(RuntimeError, match="not fitted"):
         SelectionClassifier().predict(test[:1], ["A"])
+
+
+def _web(shared_data, tmp_path, names) -> Path:
+    """A folder that stands in for the web (`<host>/<path>` of each address), holding the shared copies of the
+    published files of the data sets `names`."""
+    from dialogrl.data import DATASETS
+
+    web = tmp_path / "web"
+    for name in names:
+        for r in DATASETS[name].files:
+            if (shared_data / name / r.file).is_file():
+                dest = web / r.url.split("://", 1)[1]
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes((shared_data / name / r.file).read_bytes())
+    return web
+
+
+def test_data_fetch_checks_each_file_and_derives_what_the_loaders_read(shared_data, tmp_path, capsys):
+    """`data fetch` from a local stand-in for the web: each file checked against its published SHA-256 and renamed
+    into place, the derived character profiles byte for byte the shared copy's, the loaders reading the result; a
+    damaged file is fetched again; `data list` shows what is there."""
+    from dialogrl.__main__ import main
+    from dialogrl.data import fetch, list_table, status
+    from dialogrl.envs.social.data import load_sotopia_episodes, load_sotopia_profiles
+
+    web, root = _web(shared_data, tmp_path, ["dealnodeal", "sotopia"]), tmp_path / "data"
+    folder = fetch("sotopia", root, source=web)
+    derived = (folder / "agent_profiles.jsonl").read_bytes()
+    assert derived == (shared_data / "sotopia" / "agent_profiles.jsonl").read_bytes()
+    assert len(load_sotopia_profiles(folder)) == 40 and len(load_sotopia_episodes(folder)) == 28
+    assert main(["data", "fetch", "dealnodeal", "--root", str(root), "--source", str(web)]) == 0
+    assert set(status("dealnodeal", root).values()) == {"ok"} and len(load_dond(root / "dealnodeal")) > 5000
+    (root / "dealnodeal" / "val.txt").write_text("garbled")
+    assert status("dealnodeal", root)["val.txt"] == "damaged"
+    fetch("dealnodeal", root, source=web)
+    assert (root / "dealnodeal" / "val.txt").read_bytes() == (shared_data / "dealnodeal" / "val.txt").read_bytes()
+    table = list_table(root)
+    assert "dealnodeal" in table and "persuasionforgood    0/6 files" in table
+    assert "get it: python -m dialogrl data fetch persuasionforgood" in table
+
+
+def test_data_fetch_offline_names_each_file_its_address_and_its_place(shared_data, tmp_path):
+    """Offline (the spreadsheets are in no stand-in here), `fetch` places what it can and names each file it could
+    not get, with its address and where to put a copy; a file that arrives with other bytes is refused."""
+    from dialogrl.data import DATASETS, fetch
+
+    web, root = _web(shared_data, tmp_path, ["persuasionforgood"]), tmp_path / "data"
+    with pytest.raises(RuntimeError, match=r"2 of 4 files not fetched:\n  .*300_dialog.xlsx: from https://raw\."
+                                           r"githubusercontent.com/ohyj1002/persuasionforgood/\w+/data/Annotated"):
+        fetch("persuasionforgood", root, source=web)
+    assert (root / "persuasionforgood" / "full_dialog.csv").is_file()
+    url = DATASETS["dealnodeal"].files[1].url
+    (web / url.split("://", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+    (web / url.split("://", 1)[1]).write_text("not the release")
+    with pytest.raises(RuntimeError, match=r"val.txt: .* sent other bytes \(SHA-256 \w+\.\.\., expected 5ad7df00"):
+        fetch("dealnodeal", root, source=web)
+    assert not (root / "dealnodeal" / "val.txt").exists()
+
+
+def test_spreadsheets_become_the_csv_files_the_loader_reads(tmp_path):
+    """Persuasion for Good's annotations come as .xlsx: read with the standard library (shared and inline strings,
+    numbers as written, empty cells kept in place) into the CSV files `load_p4g` reads."""
+    import zipfile
+
+    from dialogrl.data import _p4g_annotations
+
+    def sheet(rows):
+        cells = "".join(f'<row r="{i + 1}">' + "".join(
+            f'<c r="{col}{i + 1}" t="s"><v>{v[1:]}</v></c>' if str(v).startswith("#") else
+            f'<c r="{col}{i + 1}" t="inlineStr"><is><t>{v}</t></is></c>' if isinstance(v, str) else
+            f'<c r="{col}{i + 1}"><v>{v}</v></c>' for col, v in row.items()) + "</row>" for i, row in enumerate(rows))
+        return ('<worksheet xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><sheetData>'
+                f"{cells}</sheetData></worksheet>")
+
+    shared = ('<sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><si><t>a, "quoted"</t></si>'
+              "</sst>")
+    for name, rows in (("300_dialog", [{"B": "B2", "C": "Unit"}, {"A": 0, "B": "d1", "C": "#0"}]),
+                       ("300_info", [{"A": "B2", "B": "B6"}, {"A": "d1", "B": 0.5}])):
+        with zipfile.ZipFile(tmp_path / f"{name}.xlsx", "w") as z:
+            z.writestr("xl/worksheets/sheet1.xml", sheet(rows))
+            z.writestr("xl/sharedStrings.xml", shared)
+    _p4g_annotations(tmp_path)
+    assert (tmp_path / "300_dialog.csv").read_text() == ',B2,Unit\n0,d1,"a, ""quoted"""\n'
+    assert (tmp_path / "300_info.csv").read_text() == "B2,B6\nd1,0.5\n"
+
+
+def test_a_notebooks_data_parameter_names_a_data_set_or_a_folder(tmp_path, monkeypatch, capsys):
+    from dialogrl.data import data_folder, data_path
+
+    monkeypatch.setenv("DIALOGRL_DATA", str(tmp_path))
+    assert data_path("sotopia") == str(tmp_path / "sotopia") and data_path("mikelewis0/deal_or_no_dialog") == \
+        "mikelewis0/deal_or_no_dialog" and data_path(None) is None
+    assert data_folder("sotopia", without="the partners") is None
+    assert capsys.readouterr().out == (f"note: no data at {tmp_path / 'sotopia'} (`python -m dialogrl data fetch "
+                                       "sotopia` gets it): running without the partners\n")
+    (tmp_path / "sotopia").mkdir()
+    assert data_folder("sotopia", without="x") == str(tmp_path / "sotopia") and data_folder(None, without="x") is None

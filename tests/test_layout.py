@@ -22,7 +22,7 @@ LAYERS = {
              "parallel"],
     "rollout": ["rollout"],
     "games": ["envs", "envs.*"],
-    "models": ["tiny", "models", "packaged", "trl_compat"],
+    "models": ["tiny", "models", "packaged", "trl_compat", "data"],
     "agents": ["agents", "counterpart", "sampling", "fastdecode", "vllm_engine"],
     "rl": ["rl", "rl.*", "calibration"],
     "evaluate": ["evaluate", "collapse", "theory", "claims", "room", "plots", "compare"],
@@ -180,3 +180,4 @@ def test_each_game_is_one_package_of_the_same_shape(game):
     assert list(inspect.signature(package.population).parameters)[:4] == ["role", "names", "weights", "seed"]
     assert package.TINY_MODELS and all(TINY_MODELS[n].corpus.__module__.startswith(f"dialogrl.envs.{game}.")
                                        for n in package.TINY_MODELS)
+

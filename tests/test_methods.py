@@ -16,71 +16,71 @@ def test_ibrl_method_names_in_table_order():
 
 
 def test_base_trains_nothing_and_plays_the_warm_start():
-    m = ibrl.method_spec("base", ROLES, lr=1e-3)
+    m = ibrl.method_spec("base", ROLES)
     assert m == MethodSpec("base", {}, {"isolate": True}, {"seller": None, "buyer": None},
                            partners={"seller": None, "buyer": None})
     assert m.adapters == () and m.trainer(None, None, None, None) is None
 
 
 def test_unilateral_trains_one_side_against_the_frozen_warm_start():
-    m = ibrl.method_spec("unilateral-buyer", ROLES, lr=2e-3)
-    assert m.roles == {"seller": RoleSpec(), "buyer": RoleSpec(adapter="policy", trainable=True, lr=2e-3)}
+    m = ibrl.method_spec("unilateral-buyer", ROLES)
+    assert m.roles == {"seller": RoleSpec(), "buyer": RoleSpec(adapter="policy", trainable=True)}
     assert m.seats == {"seller": None, "buyer": "policy"}  # the untrained seat stays the warm start
     assert m.config_overrides == {"isolate": True} and m.adapters == ("policy",)
     assert m.partners == {"buyer": None}  # the seller seat was not trained: no training partner to play
 
 
 def test_ibrl_one_isolated_path_per_role():
-    m = ibrl.method_spec("ibrl", ROLES, lr=1e-3)
-    assert m.roles == {r: RoleSpec(adapter=r, trainable=True, lr=1e-3) for r in ROLES}
+    m = ibrl.method_spec("ibrl", ROLES)
+    assert m.roles == {r: RoleSpec(adapter=r, trainable=True) for r in ROLES}
     assert m.seats == {"seller": "seller", "buyer": "buyer"}
     assert m.config_overrides == {"isolate": True} and m.adapters == ("buyer", "seller")
     assert m.partners == {"seller": "buyer", "buyer": "seller"}  # each faced the other role's adapter
 
 
 def test_shared_one_pooled_path():
-    m = ibrl.method_spec("shared", ROLES, lr=1e-3)
-    assert m.roles == {r: RoleSpec(adapter="shared", trainable=True, lr=1e-3) for r in ROLES}
+    m = ibrl.method_spec("shared", ROLES)
+    assert m.roles == {r: RoleSpec(adapter="shared", trainable=True) for r in ROLES}
     assert m.seats == {r: "shared" for r in ROLES} and m.partners == {r: "shared" for r in ROLES}
     assert m.config_overrides == {"isolate": False} and m.adapters == ("shared",)
 
 
 def test_every_ibrl_method_covers_every_role():
     for method in ibrl.methods(ROLES):
-        m = ibrl.method_spec(method, ROLES, lr=1e-3)
+        m = ibrl.method_spec(method, ROLES)
         assert set(m.seats) == set(ROLES) and set(m.partners) <= set(ROLES)
         assert m.roles == {} or set(m.roles) == set(ROLES)  # the Trainer needs a RoleSpec for every role
 
 
 def test_unknown_ibrl_methods_are_named():
     with pytest.raises(ValueError, match="unknown IB-RL method 'selfplay'.*base, unilateral-seller, unilateral-buyer"):
-        ibrl.method_spec("selfplay", ROLES, lr=1e-3)
+        ibrl.method_spec("selfplay", ROLES)
     with pytest.raises(ValueError, match="unknown IB-RL method 'unilateral-C'"):
-        ibrl.method_spec("unilateral-C", ROLES, lr=1e-3)
+        ibrl.method_spec("unilateral-C", ROLES)
     with pytest.raises(ValueError, match="two-role"):
-        ibrl.method_spec("ibrl", ("A", "B", "C"), lr=1e-3)
+        ibrl.method_spec("ibrl", ("A", "B", "C"))
 
 
 def test_calibrated_rl_methods():
     sims = {"uncalibrated": object(), "calibrated": object()}
-    policy = RoleSpec(adapter="policy", trainable=True, lr=1e-3)
+    policy = RoleSpec(adapter="policy", trainable=True)
     assert calibrated.METHODS == ("base", "static", "interactive", "calibrated")
-    assert calibrated.method_spec("base", sims, lr=1e-3).roles == {}
-    static = calibrated.method_spec("static", sims, lr=1e-3, contexts=["c"], reward_model="rm")
+    assert calibrated.method_spec("base", sims).roles == {}
+    static = calibrated.method_spec("static", sims, contexts=["c"], reward_model="rm")
     assert static.roles == {"A": policy}  # logged contexts: no partner plays
     assert static.trainer_class is StaticContextTrainer and static.trainer_kwargs == {"contexts": ["c"],
                                                                                       "reward_model": "rm"}
     with pytest.raises(ValueError, match="static trains on logged contexts"):
-        calibrated.method_spec("static", sims, lr=1e-3)
-    interactive = calibrated.method_spec("interactive", sims, lr=1e-3)
+        calibrated.method_spec("static", sims)
+    interactive = calibrated.method_spec("interactive", sims)
     assert interactive.roles == {"A": policy, "B": RoleSpec(agent=sims["uncalibrated"])}
     assert interactive.trainer_class is Trainer and interactive.seats == {"A": "policy"}
-    assert calibrated.method_spec("calibrated", sims, lr=1e-3).roles == {"A": policy,
+    assert calibrated.method_spec("calibrated", sims).roles == {"A": policy,
                                                                           "B": RoleSpec(agent=sims["calibrated"])}
-    roles = calibrated.method_spec("interactive", sims, lr=1e-3, policy_seat="seller", user_seat="buyer").roles
+    roles = calibrated.method_spec("interactive", sims, policy_seat="seller", user_seat="buyer").roles
     assert list(roles) == ["seller", "buyer"]
     with pytest.raises(ValueError, match="unknown method 'dpo'.*base, static, interactive, calibrated"):
-        calibrated.method_spec("dpo", sims, lr=1e-3)
+        calibrated.method_spec("dpo", sims)
 
 
 def test_scope_methods():
@@ -88,22 +88,22 @@ def test_scope_methods():
             "ensemble": ScriptedAgent("stubborn")}
     assert scope.METHODS == ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
     for method in ("single", "single_hot", "vs", "ensemble"):
-        m = scope.method_spec(method, sims, lr=1e-3)
-        assert m.roles["persuader"] == RoleSpec(adapter="policy", trainable=True, lr=1e-3)
+        m = scope.method_spec(method, sims)
+        assert m.roles["persuader"] == RoleSpec(adapter="policy", trainable=True)
         assert m.roles["persuadee"].agent is sims[method] and not m.roles["persuadee"].trainable
         assert m.adapters == ("policy",) and len(m.hooks) == (method == "ensemble")   # ensemble: reseeded per step
     for method in ("cotrain", "population"):
-        m = scope.method_spec(method, {}, lr=1e-3, sim_lr=5e-4, pool_size=3)
+        m = scope.method_spec(method, {}, sim_lr=5e-4, pool_size=3)
         assert m.roles["persuadee"] == RoleSpec(adapter="simulator", trainable=True, lr=5e-4)
-    pool = scope.method_spec("population", {}, lr=1e-3, pool_size=3, pool_every=2).hooks[0]
+    pool = scope.method_spec("population", {}, pool_size=3, pool_every=2).hooks[0]
     assert isinstance(pool, scope.SimulatorPool) and (pool.size, pool.every, pool.role) == (3, 2, "persuadee")
-    assert scope.method_spec("population", {}, lr=1e-3, pool_size=2).adapters == ("policy", "simulator", "pool-0",
+    assert scope.method_spec("population", {}, pool_size=2).adapters == ("policy", "simulator", "pool-0",
                                                                                    "pool-1")
-    assert scope.method_spec("base", sims, lr=1e-3).roles == {}
+    assert scope.method_spec("base", sims).roles == {}
     with pytest.raises(ValueError, match="unknown method 'duo'"):
-        scope.method_spec("duo", sims, lr=1e-3)
+        scope.method_spec("duo", sims)
     with pytest.raises(ValueError, match=r"simulators\['vs'\]"):
-        scope.method_spec("vs", {"single": sims["single"]}, lr=1e-3)
+        scope.method_spec("vs", {"single": sims["single"]})
 
 
 def test_socialrl_methods():
@@ -113,16 +113,39 @@ def test_socialrl_methods():
     from dialogrl.rewards import ProcessReward
 
     task, partner = SocialScenes(), Partner(None)
-    m = socialrl.method_spec("socialrl", task, partner, RuleJudge(), lr=1e-3, process_coef=0.3)
-    assert m.roles == {"agent": RoleSpec(adapter="policy", trainable=True, lr=1e-3), "partner": RoleSpec(agent=partner)}
+    m = socialrl.method_spec("socialrl", task, partner, RuleJudge(), process_coef=0.3)
+    assert m.roles == {"agent": RoleSpec(adapter="policy", trainable=True), "partner": RoleSpec(agent=partner)}
     assert m.config_overrides == {"algorithm": "ppo", "gamma": 0.95, "lam": 0.95} and m.seats == {"agent": "policy"}
     assert isinstance(m.turn_rewards, ProcessReward) and m.turn_rewards.schedule == "dynamic"
-    assert socialrl.method_spec("outcome_ppo", task, partner, RuleJudge(), 1e-3, 0.3).turn_rewards is None
-    grpo = socialrl.method_spec("socialrl_grpo", task, partner, RuleJudge(), 1e-3, 0.3).config_overrides
+    assert socialrl.method_spec("outcome_ppo", task, partner, RuleJudge(), 0.3).turn_rewards is None
+    grpo = socialrl.method_spec("socialrl_grpo", task, partner, RuleJudge(), 0.3).config_overrides
     assert grpo == {"algorithm": "grpo", "gamma": 1.0, "lam": 1.0}
-    assert socialrl.method_spec("base", task, partner, RuleJudge(), 1e-3, 0.3).roles == {}
+    assert socialrl.method_spec("base", task, partner, RuleJudge(), 0.3).roles == {}
     with pytest.raises(ValueError, match="unknown method 'sft' of SocialRL"):
-        socialrl.method_spec("sft", task, partner, RuleJudge(), 1e-3, 0.3)
+        socialrl.method_spec("sft", task, partner, RuleJudge(), 0.3)
+
+
+def test_the_learning_rate_has_one_road_to_the_optimizer(dond_toy_dir):
+    """TrainConfig.lr (a notebook's `lr`, by TrainConfig.from_params) is every trained adapter's rate in its
+    optimizer's param groups; RoleSpec.lr is one role's own (SCOPE's sim_lr); two roles on one adapter with different
+    rates or KL weights are refused, naming them."""
+    from dialogrl.envs import DealOrNoDeal
+    from dialogrl.models import load_model
+    from dialogrl.rl.trainer import TrainConfig
+
+    spec = scope.method_spec("cotrain", {}, sim_lr=2e-4, policy_role="A", sim_role="B")
+    model, tok = load_model(str(dond_toy_dir), adapters=("policy", "simulator", "shared"), device="cpu", lora_r=4)
+    cfg = TrainConfig.from_params({"lr": 7e-3, "steps": 1, "algorithm": "ppo", "critic_lr": 1e-2, "minibatches": 2,
+                                   "n_seeds": 3})
+    trainer = spec.trainer(DealOrNoDeal(), model, tok, cfg)
+    assert [g["lr"] for g in trainer.optimizers["policy"].param_groups] == [7e-3, 1e-2]
+    assert [g["lr"] for g in trainer.optimizers["simulator"].param_groups] == [2e-4, 1e-2]
+    assert trainer.config_dict()["paths"]["policy"] == {"roles": ["A"], "lr": 7e-3, "critic_lr": 1e-2, "kl_coef": 0.0}
+    for field, value in (("lr", 1e-4), ("kl_coef", 0.3)):
+        roles = {"A": RoleSpec(adapter="shared", trainable=True),
+                 "B": RoleSpec(adapter="shared", trainable=True, **{field: value})}
+        with pytest.raises(ValueError, match=rf"roles \['A', 'B'\] share the adapter 'shared' but not its {field}"):
+            Trainer(DealOrNoDeal(), model, tok, roles, TrainConfig(steps=1))
 
 
 def test_a_spec_builds_its_trainer_with_its_overrides_and_hooks(dond_toy_dir):
@@ -130,7 +153,7 @@ def test_a_spec_builds_its_trainer_with_its_overrides_and_hooks(dond_toy_dir):
     from dialogrl.models import load_model
     from dialogrl.rl.trainer import TrainConfig
 
-    spec = ibrl.method_spec("shared", ("A", "B"), lr=1e-3)
+    spec = ibrl.method_spec("shared", ("A", "B"))
     model, tok = load_model(str(dond_toy_dir), adapters=spec.adapters, device="cpu", lora_r=4)
     mine = object()
     trainer = spec.trainer(DealOrNoDeal(), model, tok, TrainConfig(steps=1, isolate=True, kl_coef=0.2), hooks=(mine,))

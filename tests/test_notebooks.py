@@ -64,6 +64,11 @@ def test_notebook_smoke_run_writes_a_summary(nb_path, params_dir, tmp_path):
     assert json.loads((run_dir / "config.json").read_text())["seed"] == params.get("seed", 0)
     assert (run_dir / "env.json").exists()
     if nb_path.stem in CHECKS:
+        config = _strict_json(run_dir / "config.json")
+        for record in read_jsonl(run_dir / "train_configs.jsonl"):   # the notebook's lr reaches every optimizer
+            for adapter, path in record["paths"].items():
+                assert path["lr"] == (config.get("sim_lr") or config["lr"] if adapter == "simulator"
+                                      else config["lr"]), (record["trainer"], adapter, path)
         assert not {"seconds", "timings"} & set(summary), "wall-clock times belong in timings.json"
         assert _strict_json(run_dir / "timings.json")["seconds"] > 0
         CHECKS[nb_path.stem](summary, params)

@@ -240,19 +240,6 @@ def test_print_timings_aligns_the_labels(capsys):
                                                     "telesales base seed 1: train     0 s, eval   20 s"]
 
 
-def test_local_data_is_the_folder_or_none_with_a_note(tmp_path, capsys):
-    from dialogrl.run import local_data
-
-    assert local_data(str(tmp_path), "SOTOPIA files", "sotopia-lab/sotopia's data", without="x") == str(tmp_path)
-    assert local_data(None, "SOTOPIA files", "sotopia-lab/sotopia's data", without="x") is None
-    assert capsys.readouterr().out == ""
-    missing = str(tmp_path / "nope")
-    assert local_data(missing, "SOTOPIA files", "sotopia-lab/sotopia's data", without="the validation") is None
-    assert capsys.readouterr().out == (f"note: no SOTOPIA files at {missing!r} (the shared/ folder beside the "
-                                       "repository, or a local copy of sotopia-lab/sotopia's data): running without "
-                                       "the validation\n")
-
-
 def test_design_checks_are_kept_before_a_refusal(tmp_path):
     """A design refused by its checks (dialogrl.room) keeps what refused it: design_checks.json, NaN as null."""
     from dialogrl.room import require_responsive

@@ -130,7 +130,7 @@ def test_terminal_reward_bound_counts_the_last_turn():
     assert np.all(terminal.bound <= terminal.r_max)
     assert not per_turn.bound_holds and per_turn.bound[0] == 0  # the per-turn form does not apply to this reward
     assert terminal.bound_test == "valid" and terminal.as_dict()["reward"] == "terminal"
-    lower = compounding_check(HORIZONS, rp, rq, eps, reward="terminal", eps_exact=False, r_max=10.0, seed=0)
+    lower = compounding_check(HORIZONS, rp, rq, eps, reward="terminal", eps_exact=False, r_max=10.0)
     assert lower.bound_test == "indicative" and np.all(lower.bound <= 10.0)
     with pytest.raises(ValueError, match="reward='outcome'"):
         compounding_check(HORIZONS, rp, rq, eps, reward="outcome")

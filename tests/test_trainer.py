@@ -184,7 +184,7 @@ def test_shared_adapter_is_one_update_path(dond_toy_dir):
     roles = {r: RoleSpec(adapter="shared", trainable=True) for r in TASK.roles}
     trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=1, scenarios_per_step=2, group_size=2,
                                                            max_new_tokens=8, isolate=False))
-    assert list(trainer.paths) == ["shared"] and trainer.paths["shared"] == ["A", "B"]
+    assert list(trainer.adapter_roles) == ["shared"] and trainer.adapter_roles["shared"] == ["A", "B"]
     row = trainer.step()
     assert "shared/loss" in row and trainer.step_count == 1
 
@@ -278,7 +278,7 @@ def test_resume_matches_an_uninterrupted_run_exactly(dond_toy_dir, tmp_path, alg
     damaged = [str(w.message) for w in caught if "does not load" in str(w.message)]
     assert len(damaged) == (algorithm == "grpo") and all("step-000003/trainer.pt" in m for m in damaged)
     assert [r["step"] for r in rows] == [2] and resumed.step_count == 3
-    for a in straight.paths:
+    for a in straight.adapter_roles:
         for n, p in adapter_parameters(straight.model, a).items():
             assert torch.equal(p, adapter_parameters(resumed.model, a)[n]), n
     for a, head in straight.critics.items():
@@ -467,7 +467,8 @@ def test_train_writes_the_effective_config_to_the_run_folder(dond_toy_dir, tmp_p
     assert rec["trainer"] == "Trainer" and rec["start_step"] == 0
     assert rec["config"] == json.loads(json.dumps(trainer.config_dict()["config"])) and rec["config"]["steps"] == 1
     assert rec["roles"] == {"A": {"agent": None, "adapter": "A", "trainable": True, "lr": 1e-2, "kl_coef": None},
-                            "B": {"agent": "fair", "adapter": None, "trainable": False, "lr": 5e-4, "kl_coef": None}}
+                            "B": {"agent": "fair", "adapter": None, "trainable": False, "lr": None, "kl_coef": None}}
+    assert rec["paths"] == {"A": {"roles": ["A"], "lr": 1e-2, "critic_lr": None, "kl_coef": 0.0}}   # as it trains
     assert trainer.kl_coef("A") == config.kl_coef == 0.0   # a role without its own KL weight takes the config's
     anchored = Trainer(TASK, model, tok, {**roles, "A": RoleSpec(adapter="A", trainable=True, kl_coef=0.5)}, config)
     assert anchored.kl_coef("A") == 0.5
@@ -482,7 +483,7 @@ def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_t
     from dialogrl.envs.base import Population
     from dialogrl.rl.methods import scope
 
-    spec = scope.method_spec("population", {}, lr=5e-2, policy_role="A", sim_role="B", pool_size=2, pool_every=1)
+    spec = scope.method_spec("population", {}, policy_role="A", sim_role="B", pool_size=2, pool_every=1)
     pool, roles = spec.hooks[0], spec.roles
     model, tok = load_model(str(dond_toy_dir), adapters=spec.adapters, device="cpu", lora_r=4)
     snapshots = {}
@@ -491,7 +492,7 @@ def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_t
         snapshots[trainer.step_count] = {n: p.detach().clone() for n, p in adapter_parameters(model, "simulator")
                                          .items()}
 
-    trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=4, scenarios_per_step=6, group_size=2,
+    trainer = Trainer(TASK, model, tok, roles, TrainConfig(steps=4, scenarios_per_step=6, group_size=2, lr=5e-2,
                                                            max_new_tokens=12), hooks=[record, pool])
     seed_everything(0)
     rows = trainer.train(progress=False)

@@ -1,4 +1,4 @@
-"""Command line: `python -m dialogrl demo | reproduce | compare | figures | claims | build-tiny | estimate`."""
+"""Command line: `python -m dialogrl demo | reproduce | compare | figures | claims | data | build-tiny | estimate`."""
 from __future__ import annotations
 
 import argparse
@@ -28,6 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--resume", action="store_true",
                      help="finish each notebook's newest interrupted run of the profile (its finished training runs "
                           "are reused) instead of starting a new one")
+
+    dat = sub.add_parser("data", help="the public dialogue data sets: list what is here, fetch what is not")
+    dat.add_argument("action", choices=["list", "fetch"])
+    dat.add_argument("names", nargs="*", metavar="NAME", help="data sets to fetch (default: all)")
+    dat.add_argument("--root", default=None, help="the data folder (default: $DIALOGRL_DATA, else <model cache>/data)")
+    dat.add_argument("--source", default=None, help="a local folder standing in for the web (<source>/<host>/<path>)")
 
     cmp = sub.add_parser("compare", help="the claims of several runs side by side (markdown)")
     cmp.add_argument("runs", nargs="+", metavar="RUN",
@@ -88,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "figures":
             return _figures(args)
+        if args.command == "data":
+            return _data(args)
         if args.command == "claims":
             return _claims(args)
         if args.command == "estimate":
@@ -109,6 +117,26 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    return 0
+
+
+def _data(args) -> int:
+    from dialogrl.data import DATASETS, fetch, list_table
+
+    if args.action == "fetch":
+        unknown = [n for n in args.names if n not in DATASETS]
+        if unknown:
+            raise ValueError(f"no data set {unknown}; known: {', '.join(DATASETS)}")
+        failed = 0
+        for name in args.names or DATASETS:
+            try:
+                print(f"{name}: {fetch(name, args.root, args.source)}")
+            except RuntimeError as err:
+                print(f"error: {err}", file=sys.stderr)
+                failed += 1
+        if failed:
+            return 1
+    print(list_table(args.root))
     return 0
 
 

@@ -386,17 +386,6 @@ def show_transcripts(run_dir: str | os.PathLike, n: int = 2, keep: Callable[[dic
             print(f"  {t['role']}: {t['text']}")
 
 
-def local_data(path: str | os.PathLike | None, what: str, source: str, without: str) -> str | None:
-    """A notebook's optional local data folder: `path` when it is a folder (None stays None); else None, after a
-    note naming what is missing, where to get it (`source`: the shared/ folder beside the repository or a local copy
-    of it) and what the run goes `without`."""
-    if path is not None and not Path(path).is_dir():
-        print(f"note: no {what} at {str(path)!r} (the shared/ folder beside the repository, or a local copy of "
-              f"{source}): running without {without}")
-        return None
-    return path
-
-
 def text_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """(line number, line with its end) of a UTF-8 text file; a line that is not UTF-8 is a ValueError naming the
     file, the line and the byte (a data file saved in Latin-1, say), not a bare UnicodeDecodeError."""

@@ -240,8 +240,7 @@ def _context_shift(h: np.ndarray, eps: np.ndarray, reward: str) -> np.ndarray:
 
 
 def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], returns_q: Sequence[np.ndarray],
-                      eps: Sequence[float], r_max: float = 1.0, n_boot: int | None = None, seed: int | None = None,
-                      criterion: str | None = None, reward: str = "per_turn", eps_exact: bool = True
+                      eps: Sequence[float], r_max: float = 1.0, reward: str = "per_turn", eps_exact: bool = True
                       ) -> CompoundingCheck:
     """Is growth of the signed gap J_P(H) - J_Q(H) with the horizon shown, and is it quadratic? Is it under the bound?
 
@@ -257,8 +256,6 @@ def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], 
         the whole dialogue: bound r_max * min(1, D_H), never above r_max).
     eps_exact: False when eps are lower bounds of TV (classifier estimates): `bound_holds` is still computed, but
         `bound_test` is "indicative", since a lower estimate of the bound can be exceeded without contradiction.
-    n_boot, seed, criterion: unused (the covariance is analytic, and AIC/BIC are reported but do not decide); accepted
-        so that older calls keep working.
 
     Inference. D is the (n, K) matrix of per-scenario differences; the gaps' covariance is Sigma = cov(D) / n, with
     the correlation across horizons that the shared scenarios give. The gaps are fitted by OLS, gap = a + b H and

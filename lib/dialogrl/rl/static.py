@@ -282,7 +282,7 @@ class StaticContextTrainer(Trainer):
         # each path's policy; no KV cache kept between turns (contexts repeat, and the adapter changes every step)
         cfg = self.config
         self.policies = {a: LMAgent(self.model, self.tokenizer, adapter=a, name=a, max_new_tokens=cfg.max_new_tokens,
-                                    temperature=cfg.temperature, reuse_cache=False) for a in self.paths}
+                                    temperature=cfg.temperature, reuse_cache=False) for a in self.adapter_roles}
 
     def batch(self, step: int) -> tuple[list[Context], list[int]]:
         """This process's share of the step's contexts, each repeated group_size times, and their group ids."""
@@ -300,7 +300,7 @@ class StaticContextTrainer(Trainer):
         contexts, groups = self.batch(k)
         self.model.eval()
         said = [None] * len(contexts)
-        for adapter, path_roles in self.paths.items():
+        for adapter, path_roles in self.adapter_roles.items():
             idx = [i for i, c in enumerate(contexts) if c.role in path_roles]
             requests = [ActRequest(self.task, contexts[i].state, contexts[i].role,
                                    self.task.view(contexts[i].state, contexts[i].role)) for i in idx]
@@ -323,7 +323,7 @@ class StaticContextTrainer(Trainer):
         if lm:
             metrics["rollout/completion_tokens"] = float(np.mean([len(u.completion_ids) for u in lm]))
             metrics["rollout/truncated"] = float(np.mean([u.completion_ids[-1] not in stops for u in lm]))
-        for adapter, path_roles in self.paths.items():
+        for adapter, path_roles in self.adapter_roles.items():
             samples = [Sample(c.role, u.prompt_ids, u.completion_ids, u.logprobs, a)
                        for c, u, a in zip(contexts, said, adv.tolist()) if c.role in path_roles and u.completion_ids]
             for n, v in self.update(adapter, samples).items():

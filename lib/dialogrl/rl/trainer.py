@@ -77,7 +77,8 @@ class RoleSpec:
     agent: Agent | None = None      # a fixed counterpart; None: the LM through `adapter`
     adapter: str | None = None      # LoRA adapter name (None with agent=None: the frozen base model)
     trainable: bool = False
-    lr: float = 5e-4                # this role's optimizer (AdamW over its adapter's parameters and value head)
+    lr: float | None = None         # this role's learning rate (None: TrainConfig.lr), where a paper gives one role
+                                    # its own (SCOPE's simulator: sim_lr)
     kl_coef: float | None = None    # this role's weight of the KL to the warm start (None: TrainConfig.kl_coef); a
                                     # co-trained partner anchored harder than the policy keeps playing its part
 
@@ -97,6 +98,7 @@ class TrainConfig:
     clip_eps: float = 0.2             # clip range eps of the surrogate
     clip_eps_high: float | None = None  # upper clip range (DAPO's clip-higher); None: clip_eps
     ratio_level: str = "token"        # importance ratio per token, or per utterance (sequence likelihood)
+    lr: float = 5e-4                  # AdamW learning rate of each trained adapter (RoleSpec.lr: one role's own)
     kl_coef: float = 0.0              # beta of the k3 KL to the reference (the base model)
     entropy_coef: float = 0.0         # weight of the entropy bonus
     gamma: float = 1.0                # ppo: discount over a role's turns
@@ -159,6 +161,8 @@ class TrainConfig:
         for name in ("gamma", "lam"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be in [0, 1]")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr!r}: must be > 0")
         if self.critic_lr is not None and not self.critic_lr > 0:
             raise ValueError(f"critic_lr={self.critic_lr!r}: must be > 0 (or None: the role's lr)")
 
@@ -256,17 +260,18 @@ class Trainer:
         # the role's seat (a population member a hook swapped in) gives that role no samples
         self.own_agent = {role: self.agents[role].name for role, spec in self.roles.items() if spec.trainable}
         self.zero_std: dict[str, float] = {}   # per trainable role: the share of its last groups with equal rewards
-        # one update path per trainable adapter: its optimizer, schedule and (ppo) value head
-        self.paths: dict[str, list[str]] = {}
+        # one update path per trainable adapter: its optimizer, schedule and (ppo) value head; adapter_roles maps each
+        # trained adapter to the roles it plays (two with IB-RL's shared ablation)
+        self.adapter_roles: dict[str, list[str]] = {}
         for role, spec in self.roles.items():
             if spec.trainable:
-                self.paths.setdefault(spec.adapter, []).append(role)
+                self.adapter_roles.setdefault(spec.adapter, []).append(role)
         hidden = self.model.get_input_embeddings().embedding_dim
         dev = self.accelerator.device
-        self.critics = {a: ValueHead(hidden).to(dev) for a in self.paths} if cfg.algorithm == "ppo" else {}
+        self.critics = {a: ValueHead(hidden).to(dev) for a in self.adapter_roles} if cfg.algorithm == "ppo" else {}
         self.optimizers, self.schedulers = {}, {}
-        for adapter, path_roles in self.paths.items():
-            lr = self.roles[path_roles[0]].lr
+        for adapter in self.adapter_roles:
+            lr, _ = self.lr(adapter), self.kl_coef(adapter)   # the roles on one adapter agree on both, or it raises
             # param group 0: the adapter (the role's lr); group 1, with ppo: the value head (critic_lr)
             groups = [{"params": list(adapter_parameters(self.model, adapter).values()), "lr": lr}]
             if adapter in self.critics:
@@ -276,13 +281,26 @@ class Trainer:
             self.schedulers[adapter] = torch.optim.lr_scheduler.LambdaLR(self.optimizers[adapter], self._lr_factor)
         # fp16 autocast needs loss scaling (small gradients underflow in float16); a disabled scaler passes through
         self.scaler = torch.amp.GradScaler(dev.type, enabled=self._precision() == "fp16")
-        if self.paths:
+        if self.adapter_roles:
             cfg.warn_unclipped()
 
+    def lr(self, adapter: str) -> float:
+        """The learning rate of an update path: its roles' `RoleSpec.lr`, or the config's."""
+        return self._path_setting(adapter, "lr")
+
     def kl_coef(self, adapter: str) -> float:
-        """The KL weight of an update path: its first role's `RoleSpec.kl_coef`, or the config's."""
-        own = self.roles[self.paths[adapter][0]].kl_coef
-        return self.config.kl_coef if own is None else float(own)
+        """The KL weight of an update path: its roles' `RoleSpec.kl_coef`, or the config's."""
+        return self._path_setting(adapter, "kl_coef")
+
+    def _path_setting(self, adapter: str, name: str) -> float:
+        """A setting of an update path that RoleSpec may give per role (None: TrainConfig's); the roles that share
+        the path's adapter must agree, or it is a ValueError naming them."""
+        values = {role: getattr(self.config, name) if getattr(self.roles[role], name) is None
+                  else float(getattr(self.roles[role], name)) for role in self.adapter_roles[adapter]}
+        if len(set(values.values())) > 1:
+            raise ValueError(f"roles {sorted(values)} share the adapter {adapter!r} but not its {name}: {values}; "
+                             "one adapter is one update path, with one setting")
+        return next(iter(values.values()))
 
     def _lr_factor(self, step: int) -> float:
         cfg = self.config
@@ -332,7 +350,7 @@ class Trainer:
         """
         cfg = self.config
         trainable = [r for r, s in self.roles.items() if s.trainable]
-        out: dict[str, list[Sample]] = {a: [] for a in self.paths}
+        out: dict[str, list[Sample]] = {a: [] for a in self.adapter_roles}
         own = [(i, r) for i in range(len(episodes)) for r in trainable
                if episodes[i].agents.get(r, self.own_agent[r]) == self.own_agent[r]]
         if hasattr(self.turn_rewards, "prepare"):   # a judge with a model: the step's games judged in one batch
@@ -354,7 +372,7 @@ class Trainer:
                 out[self.roles[role].adapter] += [Sample(role, t.prompt_ids, t.completion_ids, t.logprobs, a)
                                                   for t in turns]
             return out
-        for adapter in self.paths:
+        for adapter in self.adapter_roles:
             trajs = [(r, turns, rw) for _, r, turns, rw in trajectories if self.roles[r].adapter == adapter and turns]
             flat = [Sample(r, t.prompt_ids, t.completion_ids, t.logprobs, 0.0) for r, turns, _ in trajs for t in turns]
             if not flat:
@@ -750,7 +768,7 @@ class Trainer:
             "step": self.step_count,
             **self.config_dict(),
             "adapters": {a: {n: p.detach().cpu().clone() for n, p in adapter_parameters(self.model, a).items()}
-                         for a in self.paths},
+                         for a in self.adapter_roles},
             "critics": {a: c.state_dict() for a, c in self.critics.items()},
             "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
             "schedulers": {a: s.state_dict() for a, s in self.schedulers.items()},
@@ -799,7 +817,7 @@ class Trainer:
                   if k not in RESUMABLE and theirs[k] != v]
         differ += [f"role {r}: {state.get('roles', {}).get(r)!r} there, {v!r} here" for r, v in mine["roles"].items()
                    if state.get("roles", {}).get(r) != v]
-        if differ or set(state["adapters"]) != set(self.paths):
+        if differ or set(state["adapters"]) != set(self.adapter_roles):
             raise CheckpointError(f"the checkpoint {file} is of another training run; it differs in "
                                   f"{'; '.join(differ) or 'its update paths ' + str(sorted(state['adapters']))}")
         with torch.no_grad():
@@ -825,11 +843,20 @@ class Trainer:
         self.step_count = state["step"]
 
     def config_dict(self) -> dict:
-        """The effective configuration: every TrainConfig field, and per role its RoleSpec (the fixed agent's name)."""
+        """The effective configuration: every TrainConfig field, per role its RoleSpec (the fixed agent's name), and
+        per update path its roles and the learning rates and KL weight its optimizer and loss use."""
         return {"config": asdict(self.config),
                 "roles": {r: {"agent": getattr(s.agent, "name", None), "adapter": s.adapter,
                               "trainable": s.trainable, "lr": s.lr, "kl_coef": s.kl_coef}
-                          for r, s in self.roles.items()}}
+                          for r, s in self.roles.items()},
+                "paths": {a: {"roles": roles, "lr": self._base_lr(a, 0),
+                              "critic_lr": self._base_lr(a, 1) if a in self.critics else None,
+                              "kl_coef": self.kl_coef(a)} for a, roles in self.adapter_roles.items()}}
+
+    def _base_lr(self, adapter: str, group: int) -> float:
+        """The learning rate a param group of an update path's optimizer was given (before its schedule)."""
+        g = self.optimizers[adapter].param_groups[group]
+        return g.get("initial_lr", g["lr"])
 
 
 def _chains(samples: list[Sample]) -> list[list[int]]:

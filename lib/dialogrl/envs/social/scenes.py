@@ -7,7 +7,7 @@ A Scene is a request that needs the partner's agreement (the agent's goal) again
                 training draw these.
   HARD_SCENES   the 14 SOTOPIA-hard scenarios (Zhou et al., ICLR 2024), keyed by their environment ids, each read as
                 one request of the side whose goal needs the other's agreement (our paraphrase, not SOTOPIA's text:
-                the original scenario and goal texts are read from `../shared/data/sotopia` by
+                the original scenario and goal texts are read from the `sotopia` data set by
                 `social.data.load_sotopia_episodes` where present). Held out from everything: no corpus or training
                 run sees them.
 

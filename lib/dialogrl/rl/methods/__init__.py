@@ -8,7 +8,7 @@ hooks and per-turn rewards) and which adapter plays each seat afterwards. One mo
 
 and every notebook trains a method with the same three lines:
 
-    spec = ibrl.method_spec("ibrl", task.roles, lr=1e-3)            # each module's method_spec(name, ...)
+    spec = ibrl.method_spec("ibrl", task.roles)                     # each module's method_spec(name, ...)
     model, tok = load_model(path, adapters=spec.adapters)
     trainer = spec.trainer(task, model, tok, TrainConfig.from_params(params, seed=s))   # None: trains nothing
     trainer.train(...)

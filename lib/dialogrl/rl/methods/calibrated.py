@@ -20,13 +20,13 @@ METHODS = ("base", "static", "interactive", "calibrated")
 SIMULATOR_OF = {"interactive": "uncalibrated", "calibrated": "calibrated"}  # the simulator each method trains against
 
 
-def method_spec(method: str, simulators: Mapping[str, Agent], lr: float, policy_seat: str = "A",
+def method_spec(method: str, simulators: Mapping[str, Agent], policy_seat: str = "A",
                 user_seat: str = "B", contexts: list[Context] | None = None,
                 reward_model: TurnRewardModel | None = None) -> MethodSpec:
     """The MethodSpec of `method` of paper 1 (base trains nothing).
 
     simulators: {"uncalibrated": agent, "calibrated": agent}, the user simulators of this training seed.
-    lr: the policy adapter's learning rate. The policy trains the adapter "policy" in `policy_seat`; static has no
+    The policy trains the adapter "policy" (at TrainConfig.lr) in `policy_seat`; static has no
     partner (its contexts are logged: `contexts` and the fitted `reward_model`, a StaticContextTrainer's),
     interactive and calibrated face their simulator (SIMULATOR_OF) in `user_seat`.
     """
@@ -34,7 +34,7 @@ def method_spec(method: str, simulators: Mapping[str, Agent], lr: float, policy_
         raise ValueError(f"unknown method {method!r} of Calibrated Interactive RL; known: {', '.join(METHODS)}")
     if method == "base":
         return MethodSpec(method, seats={policy_seat: None}, adapters=("policy",))
-    roles = {policy_seat: RoleSpec(adapter="policy", trainable=True, lr=lr)}
+    roles = {policy_seat: RoleSpec(adapter="policy", trainable=True)}
     if method in SIMULATOR_OF:
         roles[user_seat] = RoleSpec(agent=simulators[SIMULATOR_OF[method]])
     spec = MethodSpec(method, roles, seats={policy_seat: "policy"}, adapters=("policy",))

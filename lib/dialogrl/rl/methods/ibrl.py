@@ -22,11 +22,9 @@ def methods(sides: Sequence[str]) -> list[str]:
     return ["base"] + [f"unilateral-{side}" for side in sides] + ["ibrl", "shared"]
 
 
-def method_spec(method: str, roles: Sequence[str], lr: float) -> MethodSpec:
-    """The MethodSpec of `method` (one of `methods(roles)`) for a two-role task with roles `roles`.
-
-    lr: every trained adapter's learning rate. Adapters are named "policy" (unilateral), the role (ibrl) or "shared".
-    """
+def method_spec(method: str, roles: Sequence[str]) -> MethodSpec:
+    """The MethodSpec of `method` (one of `methods(roles)`) for a two-role task with roles `roles`. Adapters are
+    named "policy" (unilateral), the role (ibrl) or "shared"; each learns at TrainConfig.lr."""
     roles = tuple(roles)
     if len(roles) != 2:
         raise ValueError(f"IB-RL methods are for two-role games; got roles {roles}")
@@ -35,14 +33,14 @@ def method_spec(method: str, roles: Sequence[str], lr: float) -> MethodSpec:
         return spec(method, {}, {r: None for r in roles}, True, {r: None for r in roles})
     if method.startswith("unilateral-") and method.split("-", 1)[1] in roles:
         side = method.split("-", 1)[1]
-        specs = {r: RoleSpec(adapter="policy", trainable=True, lr=lr) if r == side else RoleSpec() for r in roles}
+        specs = {r: RoleSpec(adapter="policy", trainable=True) if r == side else RoleSpec() for r in roles}
         seats = {r: "policy" if r == side else None for r in roles}  # the untrained seat plays the warm start
         return spec(method, specs, seats, True, {side: None})
     if method == "ibrl":
-        specs = {r: RoleSpec(adapter=r, trainable=True, lr=lr) for r in roles}
+        specs = {r: RoleSpec(adapter=r, trainable=True) for r in roles}
         return spec(method, specs, {r: r for r in roles}, True, {r: other[r] for r in roles})
     if method == "shared":
-        specs = {r: RoleSpec(adapter="shared", trainable=True, lr=lr) for r in roles}
+        specs = {r: RoleSpec(adapter="shared", trainable=True) for r in roles}
         return spec(method, specs, {r: "shared" for r in roles}, False, {r: "shared" for r in roles})
     raise ValueError(f"unknown IB-RL method {method!r} for roles {roles}; known: {', '.join(methods(roles))}")
 

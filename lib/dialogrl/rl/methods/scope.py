@@ -15,7 +15,7 @@ from dialogrl.rl.trainer import RoleSpec
 METHODS = ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
 
 
-def method_spec(method: str, simulators: Mapping[str, Agent], lr: float, sim_lr: float | None = None,
+def method_spec(method: str, simulators: Mapping[str, Agent], sim_lr: float | None = None,
                 policy_role: str = "persuader", sim_role: str = "persuadee", pool_size: int = 10,
                 pool_every: int = 16, sim_kl_coef: float | None = None) -> MethodSpec:
     """The MethodSpec of `method` of paper 3 ("base", which trains nothing, or one of METHODS): the policy trains the
@@ -33,18 +33,19 @@ def method_spec(method: str, simulators: Mapping[str, Agent], lr: float, sim_lr:
                      adapters of their own): each group of dialogues faces the live simulator or one of its FIFO
                      checkpoints, and only the live simulator's games train it
 
-    sim_lr: the simulator adapter's learning rate (None: lr). sim_kl_coef: its weight of the KL to the warm start
-    (None: the config's, as the policy's): its reward 1 - r makes refusing its best move, one marker away, and an
-    anchor keeps it a simulator of the persuadee it started as rather than a wall (the co-trained partner's anchor).
+    The policy learns at TrainConfig.lr; sim_lr: the simulator adapter's rate (None: the same). sim_kl_coef: its
+    weight of the KL to the warm start (None: the config's, as the policy's): its reward 1 - r makes refusing its best
+    move, one marker away, and an anchor keeps it a simulator of the persuadee it started as rather than a wall (the
+    co-trained partner's anchor).
     """
     if method == "base":
         return MethodSpec(method, seats={policy_role: None}, adapters=("policy",))
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r} of simulator collapse (SCOPE); known: base, {', '.join(METHODS)}")
-    roles = {policy_role: RoleSpec(adapter="policy", trainable=True, lr=lr)}
+    roles = {policy_role: RoleSpec(adapter="policy", trainable=True)}
     adapters, hooks = ("policy",), ()
     if method in ("cotrain", "population"):
-        roles[sim_role] = RoleSpec(adapter="simulator", trainable=True, lr=lr if sim_lr is None else sim_lr,
+        roles[sim_role] = RoleSpec(adapter="simulator", trainable=True, lr=sim_lr,
                                    kl_coef=sim_kl_coef)
         adapters += ("simulator",)
         if method == "population":

@@ -45,18 +45,19 @@ METHODS: dict[str, Settings] = {   # the trained methods; gamma and lam are the 
 }
 
 
-def method_spec(method: str, task: Task, partner: Agent, judge, lr: float, process_coef: float,
+def method_spec(method: str, task: Task, partner: Agent, judge, process_coef: float,
                 role: str = "agent", partner_role: str = "partner") -> MethodSpec:
     """The MethodSpec of `method` ("base", which trains nothing, or one of METHODS): the policy trains the adapter
-    "policy" in `role` against the fixed `partner`; its per-turn rewards are a ProcessReward of `judge` with the
-    method's weight schedule and `process_coef` (none for outcome_ppo); the config takes its advantage settings."""
+    "policy" (at TrainConfig.lr) in `role` against the fixed `partner`; its per-turn rewards are a ProcessReward of
+    `judge` with the method's weight schedule and `process_coef` (none for outcome_ppo); the config takes its
+    advantage settings."""
     if method == "base":
         return MethodSpec(method, seats={role: None}, adapters=("policy",))
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r} of SocialRL; known: base, {', '.join(METHODS)}")
     s = METHODS[method]
     process = ProcessReward(judge, task, schedule=s.schedule, coef=process_coef) if s.schedule else None
-    roles = {role: RoleSpec(adapter="policy", trainable=True, lr=lr), partner_role: RoleSpec(agent=partner)}
+    roles = {role: RoleSpec(adapter="policy", trainable=True), partner_role: RoleSpec(agent=partner)}
     return MethodSpec(method, roles, {"algorithm": s.algorithm, "gamma": s.gamma, "lam": s.lam}, {role: "policy"},
                       turn_rewards=process, adapters=("policy",))
 
