@@ -8,7 +8,8 @@ Each grid point (the product of the --grid lists, over the --set values, over th
 reads only `manipulation`: each trained method's gain over the base on its own training objective against its own
 training counterpart, the gain's interval, the threshold (a share of the room the base leaves) and whether it passed
 (dialogrl.claims.manipulation_check), plus the run's wall time. Held-out numbers and method differences are not read:
-a pilot chooses how long and how hard to train before any method is compared (DESIGN.md, experimental protocol).
+a pilot chooses how long and how hard to train before any method is compared (papers/PROTOCOL.md, "A design fixed
+before any comparison").
 
 Writes `pilot.csv` and `pilot.md` (one row per grid point and trained method) to --out, and prints the table.
 Values are YAML (`lr=1e-3`, `tasks='[telesales]'`, `ablation=false`). Runs one after another: a pilot's points are

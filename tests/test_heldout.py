@@ -1,6 +1,6 @@
-"""Held out means held out (DESIGN.md, Experimental protocol): every held-out scripted counterpart that a notebook's
-cpu defaults name lies at least heldout.MIN_DISTANCE from every training and warm-start counterpart of its game
-(trait vectors, each trait scaled by its range), and each held-out panel has a counterpart of another rule family.
+"""Held out means held out (papers/PROTOCOL.md, "Held-out counterparts"): every held-out scripted counterpart that a
+notebook's cpu defaults name lies at least heldout.MIN_DISTANCE from every training and warm-start counterpart of its
+game (trait vectors, each trait scaled by its range), and each held-out panel has a counterpart of another rule family.
 
 The notebooks' defaults are read from their parameters cells (papermill's parser), the warm-start counterparts from
 the embedded recipes (dialogrl.tiny.TINY_MODELS)."""

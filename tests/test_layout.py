@@ -181,3 +181,19 @@ def test_each_game_is_one_package_of_the_same_shape(game):
     assert package.TINY_MODELS and all(TINY_MODELS[n].corpus.__module__.startswith(f"dialogrl.envs.{game}.")
                                        for n in package.TINY_MODELS)
 
+
+def test_no_file_names_a_design_document_outside_the_repository():
+    """The protocol lives in the repository (papers/PROTOCOL.md): no tracked text file names the design document that
+    sits outside it."""
+    root = Path(__file__).resolve().parents[1]
+    name = "DESIGN" + ".md"   # split, so that this file does not name it
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    naming = []
+    for rel in filter(None, tracked.decode().split("\0")):
+        path = root / rel
+        data = path.read_bytes() if path.is_file() else b""
+        if b"\0" not in data and name.encode() in data:
+            naming += [f"{rel}:{k}" for k, line in enumerate(data.decode(errors="replace").splitlines(), 1)
+                       if name in line]
+    assert (root / "papers" / "PROTOCOL.md").is_file(), "papers/PROTOCOL.md is missing"
+    assert not naming, f"{name} named (point to papers/PROTOCOL.md instead):\n" + "\n".join(naming)

@@ -1,5 +1,5 @@
-"""How a claim is judged: the manipulation and intervention checks and the four verdicts (DESIGN.md, "Experimental
-protocol"; papers/README.md, "How a claim is judged").
+"""How a claim is judged: the manipulation and intervention checks and the four verdicts (papers/PROTOCOL.md, "The
+manipulation check and the intervention check" and "The four verdicts"; papers/README.md, "How a claim is judged").
 
     check = manipulation_check(trained, base, "reward", ceiling=room["ceiling"], reference=room["reference"])
     check = with_interventions(check, intervention("VS answers usable", 0.93, at_least=0.8))   # did it happen?
@@ -306,7 +306,7 @@ def write_claims_block(paper: str | Path, excerpt: dict) -> str:
         raise ValueError(f"{path}: no {CLAIMS_START} ... {CLAIMS_END} block for the claims table")
     rejudged = f" {excerpt['rejudged']}." if excerpt.get("rejudged") else ""
     block = "\n".join([CLAIMS_START, f"Run `{excerpt['run']}` ({excerpt['source']}); verdicts computed by "
-                       "`dialogrl.claims.verdict` from these numbers (papers/README.md: how a claim is judged)."
+                       "`dialogrl.claims.verdict` from these numbers (papers/PROTOCOL.md: how a claim is judged)."
                        + rejudged, "",
                        "Manipulation checks (each trained method against the frozen counterpart the base plays, on "
                        "its training objective):", "", manipulation_table(excerpt), "", claims_table(excerpt), ""])

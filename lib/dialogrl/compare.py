@@ -108,7 +108,7 @@ def compare(runs, out: str | Path | None = None) -> str:
     rows = run_rows(runs)
     text = "\n".join(["# Runs compared", "", runs_table(rows), "", "## Claims", "",
                       "Effects are differences of means with 95% t-intervals over training seeds; a verdict is "
-                      "computed in the run by `dialogrl.claims.verdict` (papers/README.md has the rule).", "",
+                      "computed in the run by `dialogrl.claims.verdict` (papers/PROTOCOL.md has the rule).", "",
                       compare_table(rows), ""])
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)

@@ -279,7 +279,7 @@ def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: 
     if any(row["claims"] for row in rows):
         lines += ["", "## Claims", "", "Each claim of each notebook's run: the paper's effect, ours with its 95% "
                   "t-interval over training seeds, the design's MDE and the verdict computed by "
-                  "`dialogrl.claims.verdict` (papers/README.md has the rule). `python -m dialogrl compare RUN ...` "
+                  "`dialogrl.claims.verdict` (papers/PROTOCOL.md has the rule). `python -m dialogrl compare RUN ...` "
                   "sets runs side by side.", "", compare_table([row for row in rows if row["claims"]])]
     for r in runs:
         lines += ["", f"## {r.stem}", ""]

@@ -1,4 +1,5 @@
-"""What a design needs before anything trains: counterparts that respond, and room to learn (DESIGN.md's protocol).
+"""What a design needs before anything trains: counterparts that respond, and room to learn (papers/PROTOCOL.md,
+"Counterparts that respond, and room tests").
 
     rec = responsiveness(task, buyer, telesales.probe("buyer"), n=100, seed=0)   # does its decision read the talk?
     rec["responds"]                                                             # diff >= RESPONSE_GAP, CI above 0
@@ -87,8 +88,8 @@ def require_responsive(records: Mapping[str, dict], what: str = "training counte
                           f"{r['kinds'][1]} (difference {r['diff']:+.2f} [{r['ci'][0]:+.2f}, {r['ci'][1]:+.2f}], "
                           f"needs {r['gap']:.2f})" for name, r in bad.items())
         raise ValueError(f"the {what} does not respond to the conversation, so a policy has nothing to learn from "
-                         f"it: {lines}. Use a counterpart that responds (papers/README.md, 'Counterparts that "
-                         "respond') or a design whose claims do not rest on its decision")
+                         f"it: {lines}. Use a counterpart that responds (papers/PROTOCOL.md, 'Counterparts that "
+                         "respond, and room tests') or a design whose claims do not rest on its decision")
 
 
 def room_test(task: Task, role: str, counterpart: Agent | Sequence[Agent], references: Mapping[str, Agent],
@@ -156,5 +157,5 @@ def require_room(records: Mapping[str, dict]) -> None:
                           f"[{r['references'][r['reference']]['ci'][0]:+.3f}, "
                           f"{r['references'][r['reference']]['ci'][1]:+.3f}], the threshold {r['threshold']:.3f})"
                           for name, r in bad.items())
-        raise ValueError(f"no room to learn: {lines}. The design is refused before training (papers/README.md, "
-                         "'Room to move')")
+        raise ValueError(f"no room to learn: {lines}. The design is refused before training (papers/PROTOCOL.md, "
+                         "'Counterparts that respond, and room tests')")

@@ -1,0 +1,53 @@
+"""The top-level README as a newcomer reads it: at most 120 lines, a Quick start of exactly two commands, a Layout
+whose every path exists, and relative links that resolve. The details live in notebooks/README.md, papers/README.md
+and lib/dialogrl/README.md."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import REPO
+
+README = REPO / "README.md"
+MAX_LINES = 120
+
+
+def section(title: str) -> str:
+    """The text of the README's `## title` section, up to the next `## ` heading."""
+    text = README.read_text()
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"README.md has no '## {title}' section"
+    return match.group(1)
+
+
+def test_readme_is_short():
+    n = len(README.read_text().splitlines())
+    assert n <= MAX_LINES, f"README.md has {n} lines (at most {MAX_LINES}): move details to the other READMEs"
+
+
+def test_quick_start_is_two_commands():
+    block = re.search(r"```bash\n(.*?)```", section("Quick start"), re.S)
+    assert block, "the Quick start has no ```bash block"
+    commands = [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.split("#")[0].strip()]
+    assert commands == ["make reproduce", "make test"], f"the Quick start's commands are {commands}"
+
+
+def test_layout_names_only_paths_that_exist():
+    """Every backticked name in the Layout section without a space is a path from the repository root (`<stem>` stands
+    for any name; a trailing / means a folder), and it exists."""
+    names = [n for n in re.findall(r"`([^`]+)`", section("Layout")) if " " not in n]
+    assert len(names) >= 10, f"the Layout names too few paths: {names}"
+    missing = []
+    for name in names:
+        kind = Path.is_dir if name.endswith("/") else Path.is_file
+        if not any(kind(p) for p in REPO.glob(re.sub(r"<[^>]+>", "*", name.rstrip("/")))):
+            missing.append(name)
+    assert not missing, f"the README's Layout names paths that are not in the repository: {missing}"
+
+
+def test_relative_links_resolve():
+    links = re.findall(r"\]\(([^)\s]+)\)", README.read_text())
+    relative = [link.split("#")[0] for link in links if not re.match(r"[a-z]+:|#", link)]
+    assert relative, "README.md links to no file of the repository"
+    broken = [link for link in relative if not (REPO / link).exists()]
+    assert not broken, f"README.md links to files that do not exist: {broken}"
