@@ -28,8 +28,8 @@ import argparse
 
 from dialogrl.agents import LMAgent, VerbalizedSampling
 from dialogrl.envs import DealOrNoDeal, PersuasionForGood, SocialScenes, VehicleTeleSales
-from dialogrl.envs.base import Population
 from dialogrl.envs.social.judge import RuleJudge
+from dialogrl.game import Population
 from dialogrl.models import load_model
 from dialogrl.rewards import LLMJudge, ProcessReward
 from dialogrl.rollout import play

@@ -42,7 +42,7 @@ import subprocess
 import sys
 import time
 
-from dialogrl.envs.base import Agent, Utterance
+from dialogrl.game import Agent, Utterance
 
 
 class GenerateAgent(Agent):

@@ -303,7 +303,7 @@ def _panel_games(seeds=3, scenarios=4):
 
 def test_pair_claims_read_each_pair_on_the_pooled_panel_and_its_parts():
     from dialogrl.claims import pair_claims
-    from dialogrl.evaluate import paired_clustered
+    from dialogrl.stats import paired_clustered
 
     games = _panel_games()
     claims = pair_claims(games, {"a_minus_b": ("a", "b"), "a_minus_z": ("a", "z")}, "success", "success")
@@ -316,7 +316,7 @@ def test_pair_claims_read_each_pair_on_the_pooled_panel_and_its_parts():
 
 def test_pair_power_and_its_table():
     from dialogrl.claims import pair_power, power_table
-    from dialogrl.evaluate import power_analysis
+    from dialogrl.stats import power_analysis
 
     games = _panel_games()
     pairs = {"a_minus_b": ("a", "b"), "c_minus_b": ("c", "b")}
@@ -333,7 +333,7 @@ def test_pair_power_and_its_table():
 
 def test_seed_claims_compare_a_per_seed_measure_with_the_references():
     from dialogrl.claims import seed_claims
-    from dialogrl.evaluate import t_interval
+    from dialogrl.stats import t_interval
 
     per_seed = pd.DataFrame({"method": ["single"] * 3 + ["vs"] * 3 + ["one"], "seed": [0, 1, 2, 0, 1, 2, 0],
                              "entropy": [1.0, 1.2, 0.8, 1.5, 1.4, np.nan, 2.0]})

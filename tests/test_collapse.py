@@ -10,15 +10,15 @@ from dialogrl.collapse import (
     before_last_reply,
     collapse_at_chats,
     collapse_at_states,
+    reply_spread,
     sample_replies,
     spread_record,
     state_claims,
     vs_pick,
 )
 from dialogrl.counterpart import LMCounterpart
-from dialogrl.envs.base import GameState
 from dialogrl.envs.persuasion import PersuasionForGood
-from dialogrl.evaluate import reply_spread
+from dialogrl.game import GameState
 from dialogrl.models import load_model
 
 

@@ -9,11 +9,11 @@ from conftest import play_texts
 from dialogrl.agents import LMAgent
 from dialogrl.counterpart import LMCounterpart, decision_scores
 from dialogrl.envs import dealnodeal, persuasion, social, telesales
-from dialogrl.envs.base import Question
 from dialogrl.envs.dealnodeal import DealOrNoDeal
 from dialogrl.envs.persuasion import PersuasionForGood
 from dialogrl.envs.social import SocialScenes
 from dialogrl.envs.telesales import VehicleTeleSales
+from dialogrl.game import Question
 from dialogrl.rollout import play
 
 GOOD = ["hi! thanks for chatting with me.", "imagine a child going to bed hungry tonight.",
@@ -36,7 +36,7 @@ def test_the_answer_is_the_calibrated_one_not_the_most_likely(counterpart, monke
     monkeypatch.setattr(counterpart, "neutral_logprobs", lambda q, system: {"yes": -0.2, "no": -1.6})
     task = PersuasionForGood()
     state = task.reset(task.sample_scenarios(1, 0)[0])
-    from dialogrl.envs.base import ActRequest
+    from dialogrl.game import ActRequest
 
     r = ActRequest(task, state, "persuadee", task.view(state, "persuadee"))
     assert counterpart.answer([r], [[]], [""], [q]) == ["no"]

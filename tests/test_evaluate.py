@@ -7,8 +7,9 @@ import pytest
 
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.evaluate import bootstrap_ci, cross_play, paired_difference, summarize
+from dialogrl.evaluate import cross_play
 from dialogrl.plots import bars_with_ci, crossplay_heatmap
+from dialogrl.stats import bootstrap_ci, paired_difference, summarize
 
 TASK = DealOrNoDeal()
 
@@ -59,7 +60,7 @@ def test_figures(games, tmp_path):
 
 
 def test_clustered_ci_counts_seed_to_seed_variation():
-    from dialogrl.evaluate import clustered_ci
+    from dialogrl.stats import clustered_ci
 
     rng = np.random.default_rng(0)
     # three training seeds whose means differ far more than the evaluation noise within each
@@ -97,7 +98,7 @@ def test_intervals_cover_the_truth_with_few_seeds(n_seeds, seed_sd):
     """Coverage of the nominal 95% intervals over 200 simulated experiments: the method's mean (true 0) and the paired
     difference (true 0.2) must be covered >= 90% of the time. The old seed-then-game percentile bootstrap covered
     about 70-77% with 3 seeds and 83% with 5 (the reason for the t-interval)."""
-    from dialogrl.evaluate import clustered_ci, paired_clustered
+    from dialogrl.stats import clustered_ci, paired_clustered
 
     rng = np.random.default_rng(1000 * n_seeds + int(10 * seed_sd))
     hits_mean = hits_diff = 0
@@ -129,7 +130,7 @@ def test_game_rows_carry_the_tasks_own_outcome_fields():
 
 
 def test_paired_clustered_pairs_by_scenario_and_seed():
-    from dialogrl.evaluate import paired_clustered
+    from dialogrl.stats import paired_clustered
 
     rng = np.random.default_rng(0)
 
@@ -151,7 +152,7 @@ def test_paired_clustered_pairs_by_scenario_and_seed():
 
 
 def test_paired_clustered_counts_the_games_it_leaves_out():
-    from dialogrl.evaluate import paired_clustered
+    from dialogrl.stats import paired_clustered
 
     a = pd.DataFrame({"counterpart": "p", "scenario": np.arange(10), "seed": np.repeat([0, 1], 5), "x": 1.0})
     b = pd.DataFrame({"counterpart": "p", "scenario": np.arange(2, 12), "seed": np.repeat([0, 1], 5), "x": 0.0})
@@ -196,7 +197,7 @@ def test_mde_has_the_power_it_claims():
     (z_.975 + z_.8) sd / sqrt(n)."""
     from scipy import stats
 
-    from dialogrl.evaluate import mde
+    from dialogrl.stats import mde
 
     rng = np.random.default_rng(0)
     for n in (3, 5, 10):
@@ -211,7 +212,7 @@ def test_mde_has_the_power_it_claims():
 
 
 def test_variance_components_and_design_mde():
-    from dialogrl.evaluate import design_mde, mde, variance_components
+    from dialogrl.stats import design_mde, mde, variance_components
 
     rng = np.random.default_rng(1)
     tau, sigma, n, m = 0.5, 2.0, 40, 200
@@ -228,7 +229,7 @@ def test_variance_components_and_design_mde():
 
 
 def test_power_analysis_of_a_paired_claim():
-    from dialogrl.evaluate import power_analysis
+    from dialogrl.stats import power_analysis
 
     rng = np.random.default_rng(2)
 
@@ -246,7 +247,7 @@ def test_power_analysis_of_a_paired_claim():
 
 
 def test_diversity_measures_by_hand():
-    from dialogrl.evaluate import distinct_n, label_entropy, top1_share
+    from dialogrl.collapse import distinct_n, label_entropy, top1_share
 
     assert distinct_n(["a b a b", "a b"], 1) == pytest.approx(2 / 6)
     assert distinct_n(["a b a b", "a b"], 2) == pytest.approx(2 / 4)   # (a b), (b a)
@@ -257,7 +258,7 @@ def test_diversity_measures_by_hand():
 
 
 def test_sharpening_exponent_recovers_a_temperature():
-    from dialogrl.evaluate import sharpening_exponent
+    from dialogrl.collapse import sharpening_exponent
 
     p = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
     for gamma in (1.0, 2.0, 1 / 0.3):
@@ -269,7 +270,7 @@ def test_sharpening_exponent_recovers_a_temperature():
 
 
 def test_reply_spread_per_state_by_hand():
-    from dialogrl.evaluate import pooled_gamma, reply_spread
+    from dialogrl.collapse import pooled_gamma, reply_spread
 
     replies = {"collapsed": [["yes sure", "Yes  sure", "yes sure"], ["no", "no", "no"]],
                "spread": [["yes sure", "no way", "maybe later"], ["no", "why", "ok then"]]}
@@ -297,7 +298,7 @@ def test_reply_spread_per_state_by_hand():
 
 
 def test_cluster_coverage_tells_one_mode_from_many():
-    from dialogrl.evaluate import cluster_coverage
+    from dialogrl.collapse import cluster_coverage
 
     rng = np.random.default_rng(0)
     centres = rng.normal(size=(8, 5)) * 10
@@ -310,7 +311,7 @@ def test_cluster_coverage_tells_one_mode_from_many():
 
 
 def test_sentence_embeddings_load_offline_and_place_paraphrases_close():
-    from dialogrl.evaluate import sentence_embeddings
+    from dialogrl.collapse import sentence_embeddings
 
     e = sentence_embeddings(["Would you donate to the children?", "Could you give some money to the kids?",
                              "The weather is cold in Boston."])
@@ -330,7 +331,7 @@ def test_bars_accept_a_zero_width_interval_off_by_rounding(tmp_path):
 
 
 def test_partner_gap_is_the_training_partner_minus_the_held_out_mean_per_game():
-    from dialogrl.evaluate import partner_gap
+    from dialogrl.stats import partner_gap
 
     train = pd.DataFrame({"seed": [0, 0, 1], "scenario": [0, 1, 0], "score": [8.0, 6.0, 5.0]})
     heldout = pd.DataFrame({"seed": [0, 0, 0, 1], "scenario": [0, 0, 1, 7], "score": [4.0, 6.0, 6.0, 1.0]})
@@ -340,7 +341,7 @@ def test_partner_gap_is_the_training_partner_minus_the_held_out_mean_per_game():
 
 
 def test_a_summary_table_as_a_summary_entry_and_long_rows():
-    from dialogrl.evaluate import ci_dict, ci_long, mean_ci, summarize, t_interval
+    from dialogrl.stats import ci_dict, ci_long, mean_ci, summarize, t_interval
 
     games = pd.DataFrame({"method": ["a"] * 4 + ["b"] * 4, "seed": [0, 0, 1, 1] * 2,
                           "score": [1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 1.0, 1.0]})
@@ -372,7 +373,7 @@ def test_cross_play_takes_each_counterparts_own_scenarios():
 
 
 def test_rank_agreement_with_fisher_intervals_by_hand():
-    from dialogrl.evaluate import fisher_ci, rank_agreement
+    from dialogrl.stats import fisher_ci, rank_agreement
 
     lo, hi = fisher_ci(0.5, 28)   # z = atanh(0.5) = 0.5493, se = 1 / 5
     assert (lo, hi) == (pytest.approx(np.tanh(0.5493061 - 0.392)), pytest.approx(np.tanh(0.5493061 + 0.392)))
@@ -385,7 +386,7 @@ def test_rank_agreement_with_fisher_intervals_by_hand():
 
 
 def test_mean_claim_is_the_mean_with_its_interval_over_seeds():
-    from dialogrl.evaluate import clustered_ci, mean_claim
+    from dialogrl.stats import clustered_ci, mean_claim
 
     d = pd.DataFrame({"seed": [0, 0, 1, 1, 2], "scenario": [0, 1, 0, 1, 0], "score": [1.0, 3.0, 2.0, 2.0, 5.0]})
     c = mean_claim(d, "score")
@@ -393,7 +394,7 @@ def test_mean_claim_is_the_mean_with_its_interval_over_seeds():
 
 
 def test_mismatch_is_the_gap_to_the_training_partner_beyond_the_bases():
-    from dialogrl.evaluate import mean_claim, mismatch, paired_clustered, partner_gap
+    from dialogrl.stats import mean_claim, mismatch, paired_clustered, partner_gap
 
     rows = []
     for seed in (0, 1, 2):
@@ -419,7 +420,7 @@ def test_mismatch_is_the_gap_to_the_training_partner_beyond_the_bases():
 
 
 def test_per_group_means_over_seeds_and_change_over_training():
-    from dialogrl.evaluate import change_over_training, mean_ci, mean_ci_by
+    from dialogrl.stats import change_over_training, mean_ci, mean_ci_by
 
     frame = pd.DataFrame({"method": ["b", "b", "a", "a", "a"], "seed": [0, 1, 0, 1, 2],
                           "x": [1.0, 2.0, 4.0, np.nan, 6.0]})

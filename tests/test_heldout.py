@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from dialogrl.envs import heldout
+from dialogrl import heldout
 from dialogrl.envs.dealnodeal import personas as dond
-from dialogrl.envs.heldout import MIN_DISTANCE, Traits, check_held_out, distance, far_from, held_out_table, nearest
 from dialogrl.envs.persuasion import personas as persuasion
 from dialogrl.envs.social import personas as social
 from dialogrl.envs.social.task import PARTNERS
 from dialogrl.envs.telesales import personas as telesales
+from dialogrl.heldout import MIN_DISTANCE, Traits, check_held_out, distance, far_from, held_out_table, nearest
 from dialogrl.reproduce import notebook_parameters
 from dialogrl.tiny import TINY_MODELS
 

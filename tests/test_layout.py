@@ -18,8 +18,8 @@ GAMES_DIR = LIB / "envs"
 # The layers, bottom to top (module names without "dialogrl.", fnmatch patterns): a module imports only from its own
 # layer and the layers below it, at import time and inside functions alike. lib/dialogrl/README.md states this map.
 LAYERS = {
-    "base": ["envs.base", "envs.heldout", "seeds", "run", "hub", "tokens", "verbalized", "rewards", "colab",
-             "parallel"],
+    "base": ["game", "heldout", "seeds", "run", "hub", "tokens", "verbalized", "rewards", "colab",
+             "parallel", "stats"],
     "rollout": ["rollout"],
     "games": ["envs", "envs.*"],
     "models": ["tiny", "models", "packaged", "trl_compat", "data"],
@@ -98,7 +98,7 @@ def test_cycle_finder_finds_a_cycle():
 def layer_of(module: str) -> str | None:
     """The layer of a dialogrl module (its full name): the layer that names it, else the first whose pattern matches."""
     short = module.removeprefix("dialogrl.")
-    for layer, patterns in LAYERS.items():   # a name wins over a later layer's pattern (envs.base: base, not envs.*)
+    for layer, patterns in LAYERS.items():   # a name wins over a later layer's pattern
         if short in patterns:
             return layer
     for layer, patterns in LAYERS.items():
@@ -121,7 +121,7 @@ def test_imports_run_down_the_layers():
 
 
 def test_the_layer_finder_places_modules():
-    assert layer_of("dialogrl.envs.base") == "base" and layer_of("dialogrl.envs.social.judge") == "games"
+    assert layer_of("dialogrl.game") == "base" and layer_of("dialogrl.envs.social.judge") == "games"
     assert layer_of("dialogrl.rl.trainer") == "rl" and layer_of("dialogrl.evaluate") == "evaluate"
     assert layer_of("dialogrl.nowhere") is None
 
@@ -197,3 +197,10 @@ def test_no_file_names_a_design_document_outside_the_repository():
                        if name in line]
     assert (root / "papers" / "PROTOCOL.md").is_file(), "papers/PROTOCOL.md is missing"
     assert not naming, f"{name} named (point to papers/PROTOCOL.md instead):\n" + "\n".join(naming)
+
+
+def test_the_statistics_need_no_torch():
+    """dialogrl.stats (intervals, power, the tables of games) imports without torch: a reader of results, or a
+    notebook's analysis cells, can use it on a machine without the training stack."""
+    code = "import sys, dialogrl.stats; assert 'torch' not in sys.modules, 'dialogrl.stats imported torch'"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])

@@ -14,11 +14,12 @@ import pytest
 
 from conftest import small_build
 from dialogrl.agents import LMAgent
-from dialogrl.evaluate import game_rows, paired_difference
+from dialogrl.evaluate import game_rows
 from dialogrl.models import load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.rollout import play
 from dialogrl.run import seed_everything
+from dialogrl.stats import paired_difference
 from dialogrl.tiny import build_tiny_model
 
 pytestmark = pytest.mark.slow

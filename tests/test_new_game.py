@@ -31,7 +31,7 @@ import random
 import re
 from dataclasses import dataclass
 
-from dialogrl.envs.base import GameState, Turn, TurnTakingTask, one_marker, shorten
+from dialogrl.game import GameState, Turn, TurnTakingTask, one_marker, shorten
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class Guess(TurnTakingTask):
     "personas.py": '''
 import random
 
-from dialogrl.envs.base import Agent, game_key, scripted_population
+from dialogrl.game import Agent, game_key, scripted_population
 
 PERSONAS = {"asker": {"direct": "direct"}, "teller": {"honest": "honest", "coy": "coy"}}  # coy: by name only
 
@@ -113,7 +113,7 @@ def population(role, names=None, weights=None, seed=0):
                                lambda p, s: ScriptedAgent(p, seed=s), names, weights, seed)
 ''',
     "corpus.py": '''
-from dialogrl.envs.base import conversations
+from dialogrl.game import conversations
 from dialogrl.envs.toyguess.personas import population
 from dialogrl.envs.toyguess.task import Guess
 from dialogrl.rollout import play
@@ -182,7 +182,7 @@ def test_a_new_folder_is_a_registered_fuzzed_buildable_game(toy_game, tmp_path, 
 def test_a_game_package_without_the_shared_names_is_refused(tmp_path, monkeypatch):
     folder = tmp_path / "broken_games" / "toybroken"
     folder.mkdir(parents=True)
-    (folder / "__init__.py").write_text("from dialogrl.envs.base import Task\n\n\nclass Broken(Task):\n"
+    (folder / "__init__.py").write_text("from dialogrl.game import Task\n\n\nclass Broken(Task):\n"
                                         "    name = 'toybroken'\n\n\nTASK = Broken\n")
     monkeypatch.setattr(envs, "__path__", [*envs.__path__, str(folder.parent)])
     try:

@@ -12,7 +12,6 @@ import string
 import pytest
 
 from dialogrl.envs import GAMES, TASKS, dealnodeal, persuasion, social, telesales
-from dialogrl.envs.base import Agent, has_cue
 from dialogrl.envs.dealnodeal import (
     ITEMS,
     UNSEEN_PERSONAS,
@@ -38,6 +37,7 @@ from dialogrl.envs.telesales import (
     hear,
     parse_marker,
 )
+from dialogrl.game import Agent, has_cue
 from dialogrl.rollout import play
 
 N_STRINGS = 12_000  # per parser (each parser reads every string)
@@ -401,7 +401,7 @@ def test_telesales_games_with_fuzz_in_every_seat(max_turns):
 
 
 def test_one_marker_frames_the_markers_of_every_game():
-    from dialogrl.envs.base import one_marker
+    from dialogrl.game import one_marker
 
     assert one_marker("hello there") == (None, None)
     assert one_marker("ok [accept] then") == ("accept", None)

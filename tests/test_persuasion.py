@@ -200,7 +200,7 @@ def test_attentive_persuadee_gives_to_a_persuader_who_listens():
     """Another rule family: the attentive persuadee's wish to give reads whether the persuader takes up what it said
     about itself, and no strategy. By hand, then in play: a persuader that echoes its words wins more donations
     than the scripted persuaders, none of which listens."""
-    from dialogrl.envs.base import Agent
+    from dialogrl.game import Agent
 
     p = UNSEEN_PERSUADEES["attentive"]
     mention = p.mentions[0][0]   # 'i work night shifts as a nurse.'

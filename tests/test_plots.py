@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from dialogrl import plots
-from dialogrl.evaluate import t_interval
+from dialogrl.stats import t_interval
 
 matplotlib.use("Agg")
 

@@ -32,7 +32,7 @@ def test_every_persona_pair_plays_valid_games():
 
 
 def test_a_runaway_turn_is_cut_before_the_rules_parse_it_and_counted():
-    from dialogrl.envs.base import Agent
+    from dialogrl.game import Agent
     from dialogrl.rollout import MAX_TURN_CHARS
 
     class Runaway(Agent):
@@ -185,7 +185,7 @@ def test_selection_by_likelihood_scores_each_candidate_as_if_alone(dond_toy):
     own tokens), so the choice does not depend on the other candidates' lengths."""
     import torch
 
-    from dialogrl.envs.base import ActRequest
+    from dialogrl.game import ActRequest
 
     model, tok = dond_toy
     task = DealOrNoDeal(protocol="selection", max_turns=2)

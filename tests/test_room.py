@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dialogrl.envs import dealnodeal, persuasion, social, telesales
-from dialogrl.envs.base import Agent
+from dialogrl.game import Agent
 from dialogrl.room import RESPONSE_GAP, require_responsive, require_room, responsiveness, room_test
 
 

@@ -113,11 +113,11 @@ def test_literal_partner_reads_concrete_terms_and_no_acts():
     """Another rule family: the literal partner (a TermsProfile) reads the concrete terms of the agent's turns
     (terms.py) and none of the acts the rule judge reads. By hand, then in play: an agent that states terms wins
     more agreements from it than any scripted agent."""
-    from dialogrl.envs.base import Agent
     from dialogrl.envs.social import TermsProfile, partner_trace
     from dialogrl.envs.social.personas import terms_wish
     from dialogrl.envs.social.task import terms_trace
     from dialogrl.envs.social.terms import concrete_terms, names_request
+    from dialogrl.game import Agent
 
     car = TRAIN_SCENES["car"]   # the partner needs the car on monday; the request: for the weekend
     assert concrete_terms("i'd bring it back by 6pm on sunday and fill the tank for $40.", car) == {

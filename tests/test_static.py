@@ -4,7 +4,7 @@ import torch
 
 from conftest import small_build
 from dialogrl.envs import DealOrNoDeal
-from dialogrl.envs.base import Task
+from dialogrl.game import Task
 from dialogrl.models import adapter_parameters, load_model
 from dialogrl.rl.static import StaticContextTrainer, TurnRewardModel, cut_contexts, persona_logs
 from dialogrl.rl.trainer import RoleSpec, TrainConfig

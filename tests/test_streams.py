@@ -11,10 +11,10 @@ import torch
 
 from dialogrl.agents import LMAgent, VerbalizedSampling
 from dialogrl.envs import DealOrNoDeal, social
-from dialogrl.envs.base import Agent, Population, game_key
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs.social import SocialScenes
 from dialogrl.evaluate import cross_play
+from dialogrl.game import Agent, Population, game_key
 from dialogrl.models import load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.rollout import play, play_cells

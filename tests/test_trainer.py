@@ -480,7 +480,7 @@ def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_t
     """SimulatorPool (size 2, a snapshot every step) over 4 steps: FIFO slots, each a copy of the live simulator at
     its step, distinct from each other; the simulator's seat holds a population; the live simulator learns only
     from the games it played, and every trainable role logs its share of all-equal reward groups."""
-    from dialogrl.envs.base import Population
+    from dialogrl.game import Population
     from dialogrl.rl.methods import scope
 
     spec = scope.method_spec("population", {}, policy_role="A", sim_role="B", pool_size=2, pool_every=1)

@@ -7,8 +7,8 @@ import torch
 from conftest import small_build
 from dialogrl.agents import LMAgent
 from dialogrl.envs import DealOrNoDeal
-from dialogrl.envs.base import Turn
 from dialogrl.envs.dealnodeal import ScriptedAgent
+from dialogrl.game import Turn
 from dialogrl.models import load_model
 from dialogrl.rl.trl_rollout import (
     SCENARIO_KEY,

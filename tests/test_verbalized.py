@@ -7,9 +7,9 @@ from collections import Counter
 import pytest
 
 from dialogrl.agents import VerbalizedSampling
-from dialogrl.envs.base import ActRequest, Utterance
 from dialogrl.envs.persuasion import PersuasionForGood, PersuasionScenario, ScriptedAgent
 from dialogrl.envs.persuasion.corpus import persona_replies, persuasion_corpus
+from dialogrl.game import ActRequest, Utterance
 from dialogrl.rollout import play
 from dialogrl.seeds import stream_seed
 from dialogrl.verbalized import parse_vs, vs_answer, vs_messages

@@ -1,6 +1,6 @@
 """Language-model agents: `LMAgent` speaks for a role with a causal LM (optionally one LoRA adapter of it).
 
-The agent interface (`Agent`, `StreamingAgent`, `ActRequest`, `Utterance`, `Population`) is in `dialogrl.envs.base`;
+The agent interface (`Agent`, `StreamingAgent`, `ActRequest`, `Utterance`, `Population`) is in `dialogrl.game`;
 each game's scripted personas are in its package (`dialogrl.envs.<game>.personas`).
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import itertools
 import random
 from collections.abc import Sequence
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population, StreamingAgent, Utterance, game_key
+from dialogrl.game import ActRequest, Agent, GameState, Population, StreamingAgent, Utterance, game_key
 from dialogrl.seeds import stream_rng
 from dialogrl.verbalized import VS_MODES, fallback_rate, parse_vs, problem_kind, vs_answer, vs_messages
 

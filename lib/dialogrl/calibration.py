@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dialogrl.envs.base import GameState, Task
+from dialogrl.game import GameState, Task
 from dialogrl.tokens import assistant_tokens, pad, token_logprobs
 
 # ------------------------------------------------------------------------------------------------------ data

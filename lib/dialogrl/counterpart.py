@@ -36,7 +36,7 @@ from collections.abc import Sequence
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import ActRequest, Question, StreamingAgent, Utterance
+from dialogrl.game import ActRequest, Question, StreamingAgent, Utterance
 
 CONTENT_FREE = "N/A"      # Zhao et al.'s content-free input
 

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from dialogrl.stats import t_interval
+
 if TYPE_CHECKING:
     from dialogrl.theory import CompoundingCheck, ShiftEstimate
 
@@ -29,7 +31,7 @@ def _save(fig, path: str | Path | None):
 def crossplay_heatmap(table: pd.DataFrame, metric: str = "score", path: str | Path | None = None,
                       title: str | None = None, fmt: str = ".2f", policy: str = "policy"):
     """Policies (rows: the `policy` column) x counterparts (columns), annotated with the mean of `metric` per pairing:
-    over its games (rows of evaluate.game_rows), or its one row (evaluate.summarize's)."""
+    over its games (rows of evaluate.game_rows), or its one row (stats.summarize's)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -72,8 +74,6 @@ def curve_bands(df: pd.DataFrame, y: str, x: str = "step", hue: str | None = Non
     seed), the bands that `learning_curves` draws. Rows without y are dropped; each unit's rows at one x are averaged
     first, so a unit counts once."""
     import numpy as np
-
-    from dialogrl.evaluate import t_interval
 
     keys = [k for k in (hue, x) if k is not None]
     df = df.dropna(subset=[y])
@@ -135,7 +135,7 @@ def ci_errors(value, lo, hi, tol: float = 1e-9):
 
 def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str | None = None,
                  path: str | Path | None = None, title: str | None = None):
-    """Bars of `metric` with their bootstrap CIs (columns <metric>_lo and <metric>_hi from evaluate.summarize)."""
+    """Bars of `metric` with their bootstrap CIs (columns <metric>_lo and <metric>_hi from stats.summarize)."""
     import matplotlib.pyplot as plt
     import numpy as np
     import seaborn as sns
@@ -159,7 +159,7 @@ def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str |
 def tradeoff_plane(table: pd.DataFrame, x: str, y: str, label: str = "method", path: str | Path | None = None,
                    title: str | None = None):
     """One point per row of `table` (e.g. a method) at (x, y) with both CIs as error bars (columns <x>_lo, <x>_hi,
-    <y>_lo, <y>_hi from evaluate.summarize), labelled: two goals against each other (SocialRL's goal and
+    <y>_lo, <y>_hi from stats.summarize), labelled: two goals against each other (SocialRL's goal and
     relationship)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
@@ -317,7 +317,7 @@ def agreement_scatter(val: pd.DataFrame, judges: dict[str, str], rho: dict[str, 
 
 def spread_bars(spread: pd.DataFrame, measures: Sequence[str] = ("similarity", "act_entropy"), hue: str = "model",
                 path: str | Path | None = None):
-    """How spread each simulator's replies are at a state (`evaluate.reply_spread`'s rows): one panel per measure,
+    """How spread each simulator's replies are at a state (`collapse.reply_spread`'s rows): one panel per measure,
     a bar per simulator and `hue`, with its 95% interval over states."""
     import matplotlib.pyplot as plt
     import seaborn as sns

@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from dialogrl.game import Question
+
 DIMENSIONS = ("goal_advancement", "strategic_positioning", "relational_attunement", "persona_consistency",
               "contextual_coherence", "turn_quality")
 STAGES = ("early", "mid", "late")
@@ -395,7 +397,6 @@ def scored_episode_estimates(scorer, dialogues: Sequence[tuple[list[tuple[str, s
     the other's goal)) dialogues: per dialogue {"goal": 0..10, "relationship": -5..5, "failed": False}, each the
     expected rating under softmax(log p(digit | dialogue, question) - log p(digit | content-free dialogue, question)).
     Never fails: there is no format to break. scorer: a counterpart.LMCounterpart (its `answer_logprobs`)."""
-    from dialogrl.envs.base import Question
 
     def chat(me: str, goal: str, dialogue: str, key: str) -> list[dict]:
         return [{"role": "user", "content": SCORE_PROMPT.format(me=me, goal=goal, dialogue=dialogue) + "\n\n"

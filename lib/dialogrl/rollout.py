@@ -22,7 +22,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, StreamingAgent, Task, Utterance
+from dialogrl.game import ActRequest, Agent, GameState, StreamingAgent, Task, Utterance
 
 # A turn's text is cut to this many characters before the game's rules parse it (state.info["cut_turns"] counts the
 # cuts): far above any model turn here (600 tokens, a few thousand characters), and it bounds what a scripted or remote
@@ -76,7 +76,7 @@ def play(task: Task, agents: Mapping[str, Agent] | Sequence[Mapping[str, Agent]]
         for role in task.roles:
             if not isinstance(pairing[role], Agent):
                 raise TypeError(f"the agent for role {role!r} is a {type(pairing[role]).__name__}, not an Agent: "
-                                "subclass dialogrl.envs.base.Agent (act) or StreamingAgent (submit, busy, advance)")
+                                "subclass dialogrl.game.Agent (act) or StreamingAgent (submit, busy, advance)")
     states = [task.reset(s) for s in scenarios]
     if seeds is not None:
         if len(seeds) != len(states):

@@ -31,10 +31,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from dialogrl.claims import ROOM_SHARE
-from dialogrl.envs.base import Agent, Probe, Task
-from dialogrl.evaluate import t_interval
+from dialogrl.game import Agent, Probe, Task
 from dialogrl.rollout import play_cells
 from dialogrl.seeds import stream_seed
+from dialogrl.stats import t_interval
 
 RESPONSE_GAP = 0.3   # a counterpart responds when its decision rate differs by at least this between the kinds
 

@@ -26,7 +26,7 @@ the same keys face the same random numbers (common random numbers: the policy's 
                                                            lifetime (`LMAgent.rng`, `sampling.sample_categorical`)
     counterpart      game seed                             scripted counterparts' and `Population`'s private draws:
                                                            random.Random(f"{agent seed}/{key}/{role}/{turn}") with
-                                                           key = `envs.base.game_key(state, "counterpart")`
+                                                           key = `game.game_key(state, "counterpart")`
     vs               game seed                             Verbalized Sampling's choice among its candidates (the same,
                                                            with key = game_key(state, "vs"))
     minibatches      run seed, step, adapter, epoch        the trainer's split of a rollout into minibatches

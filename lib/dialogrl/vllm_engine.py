@@ -31,7 +31,7 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import ActRequest
+from dialogrl.game import ActRequest
 from dialogrl.sampling import FORWARDS, Finished, SharedBatch
 
 __all__ = ["VLLMAgent", "VLLMEngine"]

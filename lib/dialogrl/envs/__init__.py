@@ -15,7 +15,7 @@ import importlib
 import pkgutil
 from types import ModuleType
 
-from dialogrl.envs.base import GameState, Task, Turn
+from dialogrl.game import GameState, Task, Turn
 
 GAME_EXPORTS = ("TASK", "ScriptedAgent", "population", "TINY_MODELS")
 GAMES: dict[str, ModuleType] = {}

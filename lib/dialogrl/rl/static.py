@@ -39,7 +39,7 @@ import torch
 
 from dialogrl.agents import LMAgent
 from dialogrl.envs import game_of
-from dialogrl.envs.base import ActRequest, GameState, Task, Turn
+from dialogrl.game import ActRequest, GameState, Task, Turn
 from dialogrl.rl.advantages import group_advantages
 from dialogrl.rl.trainer import RoleSpec, Sample, Trainer
 from dialogrl.rollout import play

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import Agent, Task
+from dialogrl.game import Agent, Task
 from dialogrl.models import HALF_DTYPES, adapter_parameters, base_model, resolve_precision, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
 from dialogrl.rl.losses import explained_variance, kl_k3, policy_loss, value_loss

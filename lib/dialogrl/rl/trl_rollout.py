@@ -63,7 +63,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dialogrl.agents import LMAgent
-from dialogrl.envs.base import Agent, Task, Turn
+from dialogrl.game import Agent, Task, Turn
 from dialogrl.rollout import play
 from dialogrl.seeds import stream_seed
 from dialogrl.trl_compat import grpo_trainer_class  # noqa: F401  (re-exported)

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dialogrl.envs.base import GameState
 from dialogrl.envs.dealnodeal.task import DealOrNoDeal, split_value
+from dialogrl.game import GameState
 
 
 def behaviour_stats(task: DealOrNoDeal, games: Sequence[GameState], role: str) -> dict[str, float]:

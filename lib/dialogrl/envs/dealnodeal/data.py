@@ -16,8 +16,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dialogrl.envs.base import GameState
 from dialogrl.envs.dealnodeal.task import SELECTION_TOKEN, DealOrNoDeal, DondScenario
+from dialogrl.game import GameState
 from dialogrl.hub import HUB_ID_PATTERN, hub_reachable
 from dialogrl.run import text_lines
 

@@ -4,7 +4,7 @@ A `ScriptedAgent` plays one `Persona`: it proposes, concedes and accepts by expl
 values and the public history (offer protocol), and speaks through a small template language with varied phrasing.
 `population(role)` is a Population of them, one drawn per game.
 
-Two rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.envs.heldout):
+Two rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.heldout):
   aspiration-concession   `Persona`: the clock (talk progress) sets its demand; every persona of the corpus
   tit-for-tat             `Reciprocal` (held out): the partner's concessions set its demand, the clock does not
 """
@@ -15,9 +15,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dialogrl.envs.base import ActRequest, Agent, GameState, Population, Probe, game_key, scripted_population
 from dialogrl.envs.dealnodeal.task import ITEMS, DealOrNoDeal, all_splits, complement, describe, marker, split_value
-from dialogrl.envs.heldout import Traits
+from dialogrl.game import ActRequest, Agent, GameState, Population, Probe, game_key, scripted_population
+from dialogrl.heldout import Traits
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ PERSONAS: dict[str, Persona] = {p.name: p for p in [
 ]}
 # Personas that no part of the pipeline has seen: the warm-start corpus (`dond_corpus`) and the default populations
 # draw from PERSONAS only, so these are held out from the warm start as well as from RL. Held out by
-# dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every persona above): `firm` (0.46 from stubborn:
+# dialogrl.heldout's rule (at least MIN_DISTANCE = 0.3 from every persona above): `firm` (0.46 from stubborn:
 # takes 8 of 10 at any time, never less), `deadline` (0.34 from boulware: opens modest, holds, then takes almost
 # anything at the deadline) and `reciprocal` (another family). `haggler` is unseen but 0.13 from greedy: not held out.
 UNSEEN_PERSONAS: dict[str, Persona | Reciprocal] = {p.name: p for p in [
@@ -82,7 +82,7 @@ UNSEEN_PERSONAS: dict[str, Persona | Reciprocal] = {p.name: p for p in [
 ]}
 ALL_PERSONAS: dict[str, Persona | Reciprocal] = {**PERSONAS, **UNSEEN_PERSONAS}
 
-# What each family's rule reads, and each number's range (dialogrl.envs.heldout scales differences by it): beta on a
+# What each family's rule reads, and each number's range (dialogrl.heldout scales differences by it): beta on a
 # log2 scale (0.25 concedes at once .. 8 at the very end), margin in points of 10, noise a probability.
 TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "aspiration-concession": {"start": (0.0, 1.0), "end": (0.0, 1.0), "log2_beta": (-2.0, 3.0),
@@ -104,7 +104,7 @@ def trait_vector(p: Persona | Reciprocal) -> dict[str, float]:
 
 
 def traits(p: Persona | Reciprocal | str) -> Traits:
-    """A persona (or its name in ALL_PERSONAS) as dialogrl.envs.heldout compares it."""
+    """A persona (or its name in ALL_PERSONAS) as dialogrl.heldout compares it."""
     p = ALL_PERSONAS[p] if isinstance(p, str) else p
     return Traits(rule_family(p), trait_vector(p), TRAIT_RANGES[rule_family(p)])
 

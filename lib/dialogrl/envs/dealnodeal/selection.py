@@ -5,8 +5,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dialogrl.envs.base import GameState
 from dialogrl.envs.dealnodeal.task import ITEMS, DealOrNoDeal
+from dialogrl.game import GameState
 
 
 class SelectionClassifier:

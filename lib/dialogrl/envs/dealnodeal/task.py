@@ -42,7 +42,7 @@ from functools import cache
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Question, Task, Turn, history_messages, one_marker, shorten
+from dialogrl.game import GameState, Question, Task, Turn, history_messages, one_marker, shorten
 
 ITEMS = ("book", "hat", "ball")
 PROTOCOLS = ("offer", "selection")

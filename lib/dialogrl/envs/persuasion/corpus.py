@@ -6,9 +6,9 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 
-from dialogrl.envs.base import GameState, check_views, conversations
 from dialogrl.envs.persuasion.personas import PERSUADEE_PERSONAS, ScriptedAgent, population
 from dialogrl.envs.persuasion.task import PersuasionForGood
+from dialogrl.game import GameState, check_views, conversations
 from dialogrl.rollout import play
 from dialogrl.verbalized import vs_answer, vs_messages
 

@@ -10,7 +10,7 @@ most its `cap`. What the data cannot give is designed: the corpus personas' like
 others do not.
 
 Two persuadee rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`:
-dialogrl.envs.heldout):
+dialogrl.heldout):
   strategy-logistic   `PersuadeePersona`: the model above, over the strategies it hears (the cue lexicon)
   uptake              `AttentivePersuadee` (held out): whether the persuader takes up what it says about itself;
                       it reads nothing of the strategy lexicon but the request itself (when it must decide)
@@ -22,7 +22,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dialogrl.envs.base import (
+from dialogrl.envs.persuasion.strategies import STRATEGIES, hear
+from dialogrl.envs.persuasion.task import PERSUADEE_PROFILES, PersuasionForGood, donate_marker
+from dialogrl.envs.persuasion.wish import BASES, HUMAN_FIT, LIKES, wish
+from dialogrl.game import (
     Agent,
     GameState,
     PersonaAgent,
@@ -32,10 +35,7 @@ from dialogrl.envs.base import (
     has_cue,
     scripted_population,
 )
-from dialogrl.envs.heldout import Traits
-from dialogrl.envs.persuasion.strategies import STRATEGIES, hear
-from dialogrl.envs.persuasion.task import PERSUADEE_PROFILES, PersuasionForGood, donate_marker
-from dialogrl.envs.persuasion.wish import BASES, HUMAN_FIT, LIKES, wish
+from dialogrl.heldout import Traits
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,7 @@ PERSUADEE_PERSONAS: dict[str, PersuadeePersona] = {p.name: p for p in [
 ]}
 # Persuadees no part of the pipeline has seen (the scenario generator and the corpus draw PERSUADEE_PERSONAS only):
 # the held-out panel's scripted members. Play one by name (`PersuadeeAgent("reluctant")`). Held out by
-# dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every persona above): `principled` (0.34 from
+# dialogrl.heldout's rule (at least MIN_DISTANCE = 0.3 from every persona above): `principled` (0.34 from
 # skeptical) and `attentive` (another family). `reluctant` (0.22 from frugal), `contrarian` (0.13 from analytical)
 # and `generous` (0.13 from analytical) are unseen but near a training persona: not held out.
 UNSEEN_PERSUADEES: dict[str, PersuadeePersona] = {p.name: p for p in [
@@ -122,7 +122,7 @@ UNSEEN_PERSUADEES: dict[str, PersuadeePersona] = {p.name: p for p in [
 ]}
 ALL_PERSUADEES: dict[str, PersuadeePersona | AttentivePersuadee] = {**PERSUADEE_PERSONAS, **UNSEEN_PERSUADEES}
 
-# What each family's rule reads, and each number's range (dialogrl.envs.heldout scales differences by it): log-odds
+# What each family's rule reads, and each number's range (dialogrl.heldout scales differences by it): log-odds
 # (a strategy's susceptibility, the human fit plus the persona's like: -2 .. 2), dollars of the $2 payment.
 TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "strategy-logistic": {**{s: (-2.0, 2.0) for s in STRATEGIES}, "base": (-1.5, 1.5), "cap": (0.0, 2.0)},
@@ -144,7 +144,7 @@ def trait_vector(p: PersuadeePersona | AttentivePersuadee) -> dict[str, float]:
 
 
 def traits(p: PersuadeePersona | AttentivePersuadee | str) -> Traits:
-    """A persuadee (or its name in ALL_PERSUADEES) as dialogrl.envs.heldout compares it."""
+    """A persuadee (or its name in ALL_PERSUADEES) as dialogrl.heldout compares it."""
     p = ALL_PERSUADEES[p] if isinstance(p, str) else p
     return Traits(rule_family(p), trait_vector(p), TRAIT_RANGES[rule_family(p)])
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from dialogrl.envs.base import has_cue
+from dialogrl.game import has_cue
 
 STRATEGIES = ("credibility-appeal", "logical-appeal", "emotion-appeal", "personal-story", "donation-information",
               "foot-in-the-door", "self-modeling", "source-related-inquiry", "task-related-inquiry",

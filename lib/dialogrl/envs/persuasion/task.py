@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Question, Turn, TurnTakingTask, one_marker, shorten
 from dialogrl.envs.persuasion.wish import leaning
+from dialogrl.game import GameState, Question, Turn, TurnTakingTask, one_marker, shorten
 
 ROLES = ("persuader", "persuadee")
 PERSUADER_GOALS = ("donation", "success")

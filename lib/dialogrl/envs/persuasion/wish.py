@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from dialogrl.envs.base import GameState, Turn
 from dialogrl.envs.persuasion.strategies import STRATEGIES, hear, pressured
+from dialogrl.game import GameState, Turn
 
 # strategies.fit_human_response(load_p4g(".../persuasionforgood")), rounded (C=0.3; 300 annotated dialogues, 49%
 # gave; amounts: the donors' B6 within the $2 payment, 545 persuadees of 1,017)

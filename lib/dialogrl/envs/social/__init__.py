@@ -40,7 +40,7 @@ TINY_MODELS = {  # see envs/dealnodeal/__init__.py
                     "scenes"),
     "tiny-social-alt": dict(
         corpus="dialogrl.envs.social.corpus:social_corpus",
-        # held-out act-reading profiles (envs.heldout: at least MIN_DISTANCE from every training partner); proud and
+        # held-out act-reading profiles (heldout: at least MIN_DISTANCE from every training partner); proud and
         # easygoing, its partners before, lie within it (easygoing has pliant's traits exactly)
         corpus_kwargs={"n_dialogues": 7000, "seed": 1, "views": "one", "partners": ["prickly", "earnest"]},
         description="Social scenes from another corpus: the partners are the unseen profiles (notebook 02's held-out "

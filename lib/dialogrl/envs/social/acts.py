@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from dialogrl.envs.base import has_cue
 from dialogrl.envs.social.scenes import Scene
+from dialogrl.game import has_cue
 
 CUES: dict[str, tuple[str, ...]] = {
     "greet": ("hi", "hello", "hey", "good morning", "good evening"),

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dialogrl.envs.base import check_views, conversations
 from dialogrl.envs.social.personas import ScriptedAgent, population
 from dialogrl.envs.social.task import SocialScenes
+from dialogrl.game import check_views, conversations
 from dialogrl.rollout import play
 
 

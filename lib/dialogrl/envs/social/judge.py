@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import re
 
-from dialogrl.envs.base import GameState
 from dialogrl.envs.social.acts import hear
 from dialogrl.envs.social.scenes import Scene
 from dialogrl.envs.social.task import WARM_ACTS, SocialScenes, relationship_trace
+from dialogrl.game import GameState
 from dialogrl.rewards import DIMENSIONS, MANUAL_SCHEDULE, Criterion, Judge, Judgement
 
 _POLITE = re.compile(r"\b(please|could|would|mind|if you can|if possible)\b")

@@ -16,7 +16,7 @@ A partner of another rule family (a `TermsProfile`, task.py) hears no acts at al
 the agent commits to (`terms_wish`, terms.py), and asks for them.
 
 Partner rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`:
-dialogrl.envs.heldout):
+dialogrl.heldout):
   act-logistic     `PartnerProfile`: the acts it hears (acts.py's cue lexicon, which the rule judge reads too) and
                    the favourability they make
   concrete-terms   `TermsProfile` (held out): the concrete terms of the agent's turns; nothing the judge reads
@@ -32,8 +32,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from dialogrl.envs.base import Agent, GameState, PersonaAgent, Population, Probe, game_key, scripted_population
-from dialogrl.envs.heldout import MIN_DISTANCE, Traits, far_from
 from dialogrl.envs.social.acts import hear
 from dialogrl.envs.social.task import (
     ALL_PARTNERS,
@@ -45,6 +43,8 @@ from dialogrl.envs.social.task import (
     relationship_trace,
 )
 from dialogrl.envs.social.terms import concrete_terms, names_request
+from dialogrl.game import Agent, GameState, PersonaAgent, Population, Probe, game_key, scripted_population
+from dialogrl.heldout import MIN_DISTANCE, Traits, far_from
 
 _FIRST = [(r"\byou are\b", "i am"), (r"\byou're\b", "i'm"), (r"\byour\b", "my"), (r"\byours\b", "mine"),
           (r"\byou\b", "i")]
@@ -261,7 +261,7 @@ def terms_wish(p: TermsProfile, state: GameState) -> float:
         - p.vague * vague
 
 
-# What each partner family's rule reads, and each number's range (dialogrl.envs.heldout scales differences by it):
+# What each partner family's rule reads, and each number's range (dialogrl.heldout scales differences by it):
 # the spans profile_from_traits gives from a Big Five line (warmth 1 +- 0.45, pride 1 +- 0.5, pushover 0 .. 1,
 # pragmatism 0.8 or 1.3, base +- 0.4); a TermsProfile's log-odds.
 TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
@@ -284,7 +284,7 @@ def trait_vector(p: PartnerProfile) -> dict[str, float]:
 
 
 def traits(p: PartnerProfile | str) -> Traits:
-    """A partner profile (or its name in ALL_PARTNERS) as dialogrl.envs.heldout compares it."""
+    """A partner profile (or its name in ALL_PARTNERS) as dialogrl.heldout compares it."""
     p = ALL_PARTNERS[p] if isinstance(p, str) else p
     return Traits(rule_family(p), trait_vector(p), TRAIT_RANGES[rule_family(p)])
 

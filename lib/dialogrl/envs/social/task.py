@@ -44,10 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import GameState, Question, Turn, TurnTakingTask, one_marker, shorten
 from dialogrl.envs.social.acts import hear
 from dialogrl.envs.social.scenes import ALL_SCENES, HARD_SCENES, TRAIN_SCENES, Scene
 from dialogrl.envs.social.terms import concrete_terms, names_request
+from dialogrl.game import GameState, Question, Turn, TurnTakingTask, one_marker, shorten
 
 ROLES = ("agent", "partner")
 # SOTOPIA's relationship types (RelationshipType 0..5) and the setting words that name them here
@@ -143,7 +143,7 @@ PARTNERS: dict[str, PartnerProfile] = {p.name: p for p in [
     profile_from_traits("pliant", "you find it hard to say no", _trait_line(1, -1, 1, 1, -1), "Spontaneous"),
 ]}
 # Partners no part of the pipeline has seen (neither the corpus nor training draws them): held-out evaluation.
-# Held out by dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every partner above): `prickly` (0.55
+# Held out by dialogrl.heldout's rule (at least MIN_DISTANCE = 0.3 from every partner above): `prickly` (0.55
 # from anxious), `earnest` (0.52 from warm) and `literal` (another family: concrete terms, no acts). `proud` (0.27
 # from guarded: pride alone differs) and `easygoing` (pliant's traits exactly) are unseen but not held out.
 UNSEEN_PARTNERS: dict[str, PartnerProfile] = {p.name: p for p in [

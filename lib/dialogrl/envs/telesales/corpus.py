@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dialogrl.envs.base import check_views, conversations
 from dialogrl.envs.telesales.personas import ScriptedAgent, population
 from dialogrl.envs.telesales.task import VehicleTeleSales
+from dialogrl.game import check_views, conversations
 from dialogrl.rollout import play
 
 

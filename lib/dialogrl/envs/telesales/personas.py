@@ -4,7 +4,7 @@
 scenario generator nor the corpus uses) by explicit rules over its private information and what it hears in the
 partner's words (`hear`, `listen`). `population` is a Population of them, one drawn per game.
 
-Rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.envs.heldout):
+Rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.heldout):
   margin-schedule         `SellerPersona`: its asking margin falls with the clock
   reservation-schedule    `BuyerPersona`: the price it takes rises with the clock, as a share of its budget
   concession-anchored     `AnchoredBuyer` (held out): the price it takes is set by the seller's own first quote and
@@ -18,8 +18,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from dialogrl.envs.base import Agent, GameState, PersonaAgent, Population, Probe, game_key, scripted_population
-from dialogrl.envs.heldout import Traits
 from dialogrl.envs.telesales.task import (
     BUYER_PROFILES,
     CATALOG,
@@ -33,6 +31,8 @@ from dialogrl.envs.telesales.task import (
     offer_marker,
     without_markers,
 )
+from dialogrl.game import Agent, GameState, PersonaAgent, Population, Probe, game_key, scripted_population
+from dialogrl.heldout import Traits
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ BUYER_PERSONAS: dict[str, BuyerPersona] = {p.name: p for p in [
 # Buyers that no part of the pipeline has seen: the scenario generator, and so the warm-start corpus
 # (`telesales_corpus`), draw personas from BUYER_PERSONAS only, so these are held out from the warm start as well as
 # from RL. Play one by name (`ScriptedAgent("poker-face")`, `population("buyer", ["poker-face"])`).
-# Each is held out by dialogrl.envs.heldout's rule (at least MIN_DISTANCE = 0.3 from every buyer above):
+# Each is held out by dialogrl.heldout's rule (at least MIN_DISTANCE = 0.3 from every buyer above):
 # `poker-face` (0.33 from wanderer), `exacting` (0.51 from picky) and `anchored` (another family).
 UNSEEN_BUYERS: dict[str, BuyerPersona | AnchoredBuyer] = {p.name: p for p in [
     BuyerPersona("poker-face", "you give little away: one need at a time, never your type or budget, and you haggle "
@@ -139,7 +139,7 @@ UNSEEN_BUYERS: dict[str, BuyerPersona | AnchoredBuyer] = {p.name: p for p in [
 ]}
 ALL_BUYERS: dict[str, BuyerPersona | AnchoredBuyer] = {**BUYER_PERSONAS, **UNSEEN_BUYERS}
 
-# What each family's rule reads, and each number's range (dialogrl.envs.heldout scales differences by it): shares of
+# What each family's rule reads, and each number's range (dialogrl.heldout scales differences by it): shares of
 # a price or a budget, beta on a log2 scale (0.25 .. 8), must-haves named per turn (3 = all), probabilities, and
 # patience in refused offers (0, only at its last turn, counts as 5: a buyer's turns in a 10-turn game).
 TRAIT_RANGES: dict[str, dict[str, tuple[float, float]]] = {
@@ -175,7 +175,7 @@ def trait_vector(p: SellerPersona | BuyerPersona | AnchoredBuyer) -> dict[str, f
 
 
 def traits(p: SellerPersona | BuyerPersona | AnchoredBuyer | str) -> Traits:
-    """A persona (or its name in SELLER_PERSONAS or ALL_BUYERS) as dialogrl.envs.heldout compares it."""
+    """A persona (or its name in SELLER_PERSONAS or ALL_BUYERS) as dialogrl.heldout compares it."""
     p = (SELLER_PERSONAS.get(p) or ALL_BUYERS[p]) if isinstance(p, str) else p
     return Traits(rule_family(p), trait_vector(p), TRAIT_RANGES[rule_family(p)])
 

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import MARKER, GameState, Question, Turn, TurnTakingTask, one_marker, shorten
+from dialogrl.game import MARKER, GameState, Question, Turn, TurnTakingTask, one_marker, shorten
 
 TYPES = ("sedan", "suv", "pickup", "van", "hatchback", "ev")
 FEATURES = ("awd", "hybrid", "third_row", "sunroof", "towing", "leather", "heated_seats")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from dialogrl.envs.base import Agent
+from dialogrl.game import Agent
 from dialogrl.rl.methods import MethodSpec
 from dialogrl.rl.static import Context, StaticContextTrainer, TurnRewardModel
 from dialogrl.rl.trainer import RoleSpec

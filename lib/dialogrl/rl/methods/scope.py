@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dialogrl.envs.base import Agent
+from dialogrl.game import Agent
 from dialogrl.rl.methods import MethodSpec
 from dialogrl.rl.trainer import RoleSpec
 
@@ -74,7 +74,7 @@ def simulators(model, tok, members: Sequence[tuple] | None = None, *, max_new_to
                      `seed`
     """
     from dialogrl.agents import LMAgent, VerbalizedSampling
-    from dialogrl.envs.base import Population
+    from dialogrl.game import Population
 
     def lm(name, m=model, t=tok, temp=temperature, tokens=max_new_tokens):
         return LMAgent(m, t, name=name, max_new_tokens=tokens, temperature=temp)
@@ -134,7 +134,7 @@ class SimulatorPool:
 
     def __call__(self, trainer) -> None:
         from dialogrl.agents import LMAgent
-        from dialogrl.envs.base import Population
+        from dialogrl.game import Population
 
         step = trainer.step_count
         if step % self.every == 0:

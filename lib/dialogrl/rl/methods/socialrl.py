@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialogrl.envs.base import Agent, Task
+from dialogrl.game import Agent, Task
 from dialogrl.rewards import ProcessReward
 from dialogrl.rl.methods import MethodSpec
 from dialogrl.rl.trainer import RoleSpec
