@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from dialogrl.run import sha256_file, write_bytes
+
 DATA_ENV = "DIALOGRL_DATA"
 RAW = "https://raw.githubusercontent.com"
-FETCHED = ".fetched.json"   # in a data set's folder: each file's SHA-256 as fetched or derived here
 
 
 def data_root() -> Path:
@@ -67,7 +68,7 @@ def _sotopia_profiles(folder: Path) -> None:
     """agent_profiles.jsonl: the 40 AgentProfile values of SOTOPIA's Redis dump, one JSON line each, in its order."""
     dump = json.loads((folder / "redis_json_data.json").read_text(encoding="utf-8"))
     lines = [json.dumps(v) + "\n" for k, v in dump.items() if ".AgentProfile:" in k]
-    _write_whole(folder / "agent_profiles.jsonl", "".join(lines).encode())
+    write_bytes(folder / "agent_profiles.jsonl", "".join(lines).encode())
 
 
 def _xlsx_rows(path: Path) -> list[list[str]]:
@@ -106,7 +107,7 @@ def _p4g_annotations(folder: Path) -> None:
     for name in ("300_dialog", "300_info"):
         out = io.StringIO()
         csv.writer(out, lineterminator="\n").writerows(_xlsx_rows(folder / f"{name}.xlsx"))
-        _write_whole(folder / f"{name}.csv", out.getvalue().encode("utf-8"))
+        write_bytes(folder / f"{name}.csv", out.getvalue().encode("utf-8"))
 
 
 NEGOTIATOR = ("facebookresearch/end-to-end-negotiator", "bbb93bbf00f69fced75d5c0d22e855bda07c9b78")
@@ -199,23 +200,6 @@ def data_folder(value: str | os.PathLike | None, without: str) -> str | None:
     return path
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _write_whole(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def status(name: str, root: str | os.PathLike | None = None) -> dict[str, str]:
     """{file: "ok" | "missing" | "damaged" (its SHA-256 is not the published one's)} for data set `name`."""
     ds, folder = DATASETS[name], Path(root or data_root()) / name
@@ -223,7 +207,7 @@ def status(name: str, root: str | os.PathLike | None = None) -> dict[str, str]:
     for r in ds.files:
         path = folder / r.file
         out[r.file] = ("missing" if not path.is_file() else
-                       "damaged" if r.sha256 and _sha256(path) != r.sha256 else "ok")
+                       "damaged" if r.sha256 and sha256_file(path) != r.sha256 else "ok")
     for f in ds.derived:
         out[f] = "ok" if (folder / f).is_file() else "missing"
     return out
@@ -255,7 +239,7 @@ def fetch(name: str, root: str | os.PathLike | None = None, source: str | os.Pat
         if r.sha256 and got != r.sha256:
             failed.append(f"{path}: {r.url} sent other bytes (SHA-256 {got[:16]}..., expected {r.sha256[:16]}...)")
             continue
-        _write_whole(path, data)
+        write_bytes(path, data)
     if failed:
         raise RuntimeError(f"data set {name}: {len(failed)} of {len(ds.files)} files not fetched:\n  "
                            + "\n  ".join(failed) + f"\nOffline, place each file at the path named (from its address)"
@@ -263,8 +247,6 @@ def fetch(name: str, root: str | os.PathLike | None = None, source: str | os.Pat
                            "rest")
     if ds.derive is not None:
         ds.derive(folder)
-    _write_whole(folder / FETCHED, json.dumps({f: _sha256(folder / f) for f in
-                                               [r.file for r in ds.files] + list(ds.derived)}, indent=1).encode())
     return folder
 
 

@@ -121,19 +121,14 @@ class _Kept:
         self.fn = fn
 
     def __call__(self, pair: tuple) -> Any:
-        from dialogrl.run import recorded_appends
+        from dialogrl.run import recorded_appends, write_bytes
 
         job, file = pair
         with recorded_appends() as appends:
             result = self.fn(job)
         base = file.parent.parent.resolve()
         lines = [(str(p.relative_to(base)) if p.is_relative_to(base) else str(p), line) for p, line in appends]
-        tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
-        try:
-            tmp.write_bytes(pickle.dumps((result, lines)))
-            tmp.replace(file)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_bytes(file, pickle.dumps((result, lines)))
         return result
 
 

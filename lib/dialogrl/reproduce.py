@@ -223,31 +223,30 @@ def demo(parameters: dict | None = None, results_root: str | Path = "results", p
     return 0
 
 
-def latest_run(stem: str, results_root: Path, profile: str | None = None) -> Path | None:
-    """The newest run folder of `stem` holding a summary.json (of `profile`, if given), or None."""
-    def of_profile(run: Path) -> bool:
+def _newest_run(stem: str, results_root: Path, profile: str | None, finished: bool) -> Path | None:
+    """The newest run folder of `stem` (of `profile`, if given) that finished (a summary.json) or, with finished
+    False, began (a config.json) and did not finish."""
+    def wanted(run: Path) -> bool:
+        if (run / "summary.json").exists() != finished:
+            return False
         try:
             return profile is None or read_json(run / "config.json").get("profile") == profile
-        except (OSError, ValueError, AttributeError):   # a run folder with a damaged config: not a run to take
+        except (OSError, ValueError, AttributeError):   # no or a damaged config: not a run to take
             return False
 
-    runs = sorted((p for p in (Path(results_root) / stem).glob("*") if (p / "summary.json").exists()
-                   and of_profile(p)), key=lambda p: p.stat().st_mtime)
+    runs = sorted((p for p in (Path(results_root) / stem).glob("*") if wanted(p)), key=lambda p: p.stat().st_mtime)
     return runs[-1] if runs else None
+
+
+def latest_run(stem: str, results_root: Path, profile: str | None = None) -> Path | None:
+    """The newest run folder of `stem` holding a summary.json (of `profile`, if given), or None."""
+    return _newest_run(stem, results_root, profile, finished=True)
 
 
 def unfinished_run(stem: str, results_root: Path, profile: str) -> Path | None:
     """The newest run folder of `stem` and `profile` that began (its config.json) and did not finish (no
     summary.json): the one `reproduce --resume` finishes. None if there is none."""
-    def of_profile(run: Path) -> bool:
-        try:
-            return read_json(run / "config.json").get("profile") == profile
-        except (OSError, ValueError, AttributeError):
-            return False
-
-    runs = sorted((p for p in (Path(results_root) / stem).glob("*") if (p / "config.json").is_file()
-                   and not (p / "summary.json").exists() and of_profile(p)), key=lambda p: p.stat().st_mtime)
-    return runs[-1] if runs else None
+    return _newest_run(stem, results_root, profile, finished=False)
 
 
 def _fmt(x) -> str:

@@ -21,6 +21,7 @@ Long loops show `progress(...)` bars (tqdm), which TQDM_DISABLE=1 turns off ever
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -269,16 +270,30 @@ def write_json(path: str | os.PathLike, obj: Any, allow_nan: bool = False) -> Pa
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write a text file whole or not at all: into a temporary file beside it, then renamed over it (a full disk or a
+    """Write a text file whole or not at all (`write_bytes`), UTF-8."""
+    return write_bytes(path, text.encode("utf-8"))
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write a file whole or not at all: into a temporary file beside it, then renamed over it (a full disk or a
     killed process leaves the old file as it was, never half of the new one)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")   # this process's own: two writers never share one
     try:
-        tmp.write_text(text)
+        tmp.write_bytes(data)
         tmp.replace(path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes, read in blocks (model weights, data files)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def save_config(run_dir: str | os.PathLike, params: dict) -> Path:

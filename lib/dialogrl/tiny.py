@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 
 from dialogrl.envs import GAMES
-from dialogrl.run import write_text
+from dialogrl.run import sha256_file, write_text
 
 # ChatML as Qwen instruct models write it, with TRL's generation markers around each assistant reply so that
 # apply_chat_template(..., return_assistant_tokens_mask=True) marks the reply and its <|im_end|> (the stop token).
@@ -136,16 +136,8 @@ def cache_lock(folder: Path):
 
 def file_manifest(folder: Path, record: str) -> dict[str, dict]:
     """{path in the folder: {"size", "sha256"}} of every file of a model folder but its record."""
-    return {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+    return {str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": sha256_file(p)}
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != record and not p.name.startswith(".")}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 VERIFIED = ".verified.json"   # beside a record: each file's (size, mtime) when its hash last matched
@@ -184,7 +176,7 @@ def folder_problem(folder: Path, record: str) -> str | None:
         seen = {}
     changed = [name for name in files if seen.get(name) != stats[name]]
     for name in changed:
-        if _sha256(folder / name) != files[name]["sha256"]:
+        if sha256_file(folder / name) != files[name]["sha256"]:
             return f"{name} is not the file its build wrote (another SHA-256, the same size)"
     if changed:
         with contextlib.suppress(OSError):        # a read-only cache: verified again next time

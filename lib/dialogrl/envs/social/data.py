@@ -3,12 +3,11 @@ validation set) and the 40 character profiles (the held-out partners' traits). N
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dialogrl.run import read_json, text_lines
+from dialogrl.run import read_json, read_jsonl
 
 SOTOPIA_EPISODES = "hard_episodes_gpt35_gpt4"
 SOTOPIA_SCORES = "complete_gpt_score.json"
@@ -63,14 +62,7 @@ def load_sotopia_profiles(source: str | Path) -> list[dict]:
     path = Path(source).expanduser() / "agent_profiles.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"no SOTOPIA character profiles at {path}")
-    out = []
-    for n, line in text_lines(path):
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{n}: not a JSON line ({err.msg})") from None
-    return out
+    return read_jsonl(path)
 
 
 @dataclass
