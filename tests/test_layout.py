@@ -38,11 +38,12 @@ def module_names() -> dict[str, Path]:
     return out
 
 
-def imports_of(path: Path, name: str, modules: dict[str, Path], top_level_only: bool) -> set[str]:
+def imports_of(path: Path, name: str, modules: dict[str, Path], top_level_only: bool, root: ast.AST | None = None
+               ) -> set[str]:
     """The dialogrl modules that `name` (at `path`) imports: `from a.b import c` names a.b.c when that is a module,
     else a.b. With top_level_only, only the imports that run when the module is imported (not those inside
-    functions)."""
-    tree = ast.parse(path.read_text())
+    functions). root: only the imports under this node of the module's tree."""
+    tree = root or ast.parse(path.read_text())
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     found = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -57,6 +58,30 @@ def imports_of(path: Path, name: str, modules: dict[str, Path], top_level_only: 
             for a in node.names:
                 found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base)
     return {m for m in found if m in modules and m != name}
+
+
+# The library's modules imported inside a function, each with its reason (everywhere else they are imported at the
+# module's top: lib/dialogrl/README.md)
+LAZY_IMPORTS = {
+    ("dialogrl.__main__", "*"): "each command imports what it runs: --help answers without importing torch",
+    ("dialogrl.rl.trainer", "dialogrl.vllm_engine"): "an optional dependency (vllm), imported when engine='vllm'",
+}
+
+
+def function_level_imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
+    """The dialogrl modules that `name` imports inside a function (an `if TYPE_CHECKING:` block imports nothing when
+    the module runs: not counted)."""
+    functions = [node for node in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return set().union(*(imports_of(path, name, modules, False, root=f) for f in functions))
+
+
+def test_the_library_is_imported_at_the_top_but_where_a_reason_is_stated():
+    modules = module_names()
+    unstated = sorted(f"{name} imports {dep} inside a function" for name, path in modules.items()
+                      for dep in function_level_imports(path, name, modules)
+                      if (name, dep) not in LAZY_IMPORTS and (name, "*") not in LAZY_IMPORTS)
+    assert not unstated, "move to the module's top, or state the reason in LAZY_IMPORTS:\n" + "\n".join(unstated)
 
 
 def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:

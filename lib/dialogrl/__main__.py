@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
+import time
+from dataclasses import replace
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     est.add_argument("--minibatch-tokens", type=int, default=None, help="bound the update's chunks (tokens)")
 
     args = parser.parse_args(argv)
+    # each command imports the modules it runs, here and in its helper: `--help` and a misspelt argument answer
+    # in 0.1 s, without importing torch and the training stack (2 s and more)
     try:
         if args.command == "reproduce":
             from dialogrl.reproduce import reproduce
@@ -99,8 +105,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "claims":
             return _claims(args)
         if args.command == "estimate":
-            from dataclasses import replace
-
             from dialogrl.estimate import DEVICES, STEMS, estimate_table
 
             device = replace(DEVICES[args.profile], **{k: v for k, v in (
@@ -152,8 +156,6 @@ def _figures(args) -> int:
 
 
 def _claims(args) -> int:
-    from pathlib import Path
-
     from dialogrl.claims import refresh_claims, write_glance
     from dialogrl.reproduce import latest_run
 
@@ -172,9 +174,6 @@ def _claims(args) -> int:
 
 
 def _build_tiny(args) -> int:
-    import resource
-    import time
-
     from dialogrl.packaged import PACKAGED_MODELS, installed_version
     from dialogrl.tiny import TINY_MODELS, build_info, build_tiny_model
 

@@ -5,13 +5,20 @@ each game's scripted personas are in its package (`dialogrl.envs.<game>.personas
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import random
 from collections.abc import Sequence
 
+import torch
+
+from dialogrl.fastdecode import decode_batch, sample_turns, uses_lean
 from dialogrl.game import ActRequest, Agent, GameState, Population, StreamingAgent, Utterance, game_key
+from dialogrl.models import base_model, load_model, use_adapter
+from dialogrl.sampling import FORWARDS, SharedBatch
 from dialogrl.seeds import stream_rng
+from dialogrl.tokens import pad, token_logprobs
 from dialogrl.verbalized import VS_MODES, fallback_rate, parse_vs, problem_kind, vs_answer, vs_messages
 
 __all__ = ["LMAgent", "VerbalizedSampling", "parse_vs", "vs_answer", "vs_messages", "VS_MODES", "ActRequest", "Agent",
@@ -43,8 +50,6 @@ class LMAgent(StreamingAgent):
     def load(cls, model: str, bf16: bool = False, device: str = "auto", **kwargs) -> LMAgent:
         """An LMAgent on a freshly loaded model (`models.load_model(model, device=device, bf16=bf16)`: an embedded
         name, a local folder, a packaged model or a hub id); kwargs are the agent's (name, max_new_tokens, ...)."""
-        from dialogrl.models import load_model
-
         return cls(*load_model(str(model), device=device, bf16=bf16), **kwargs)
 
     def __init__(self, model, tokenizer, adapter: str | None = None, name: str | None = None,
@@ -71,10 +76,6 @@ class LMAgent(StreamingAgent):
 
     def _context(self):
         """Run as this agent's adapter, or as the base model when adapter is None (even on a peft model)."""
-        import contextlib
-
-        from dialogrl.models import base_model, use_adapter
-
         if self.adapter is None:
             return base_model(self.model)
         use_adapter(self.model, self.adapter)
@@ -84,9 +85,6 @@ class LMAgent(StreamingAgent):
     # step at a time, collect the turns that ended. `act` is the same, for one batch of requests at once.
     def submit(self, requests: Sequence[ActRequest]) -> None:
         """Queue one turn per request; it joins the running batch (continuing from the game's cached context)."""
-        from dialogrl.fastdecode import decode_batch, uses_lean
-        from dialogrl.sampling import SharedBatch
-
         if self._batch is None and self.share_batch and not uses_lean(self.model, self.lean):
             self._batch = self._shared = SharedBatch.of(self.model, self.tok.pad_token_id, self.stop_ids)
         if self._batch is None:
@@ -162,8 +160,6 @@ class LMAgent(StreamingAgent):
                  rngs: Sequence[random.Random | None] | None = None) -> list[Utterance]:
         """Sample one turn for every chat view in one batch, outside any game (no cache kept); rngs: per view, the
         stream its tokens are drawn from (e.g. `rng(state, role)`), or None (torch's global generator)."""
-        from dialogrl.fastdecode import sample_turns
-
         prompts = self.encode(messages_batch)
         with self._context():
             completions, logps, _ = sample_turns(self.model, prompts, self.tok.pad_token_id, self.stop_ids,
@@ -200,8 +196,6 @@ class LMAgent(StreamingAgent):
 
     def sampling_logprobs(self, logits):
         """Log-probs of the sampling distribution: logits / temperature, then nucleus (top-p) truncation."""
-        import torch
-
         logits = logits.float() / self.temperature
         if self.top_p < 1.0:
             sorted_logits, order = logits.sort(dim=-1, descending=True)
@@ -219,11 +213,6 @@ class LMAgent(StreamingAgent):
     def selection_scores(self, request: ActRequest) -> dict[str, float]:
         """Each selection text's log-likelihood after the role's prompt: the summed log-probs of its tokens and the
         end-of-turn token, all candidates in one left-padded batch (each scored as it would be alone)."""
-        import torch
-
-        from dialogrl.sampling import FORWARDS
-        from dialogrl.tokens import pad, token_logprobs
-
         candidates = request.task.selection_candidates(request.state)
         prompt = self.encode([request.messages])[0]
         seqs = [prompt + self.tok(c, add_special_tokens=False)["input_ids"] + [self.tok.eos_token_id]

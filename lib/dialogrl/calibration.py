@@ -31,7 +31,10 @@ import numpy as np
 import torch
 
 from dialogrl.game import GameState, Task
+from dialogrl.models import load_model
+from dialogrl.tiny import TinyConfig, sft_warm_start
 from dialogrl.tokens import assistant_tokens, pad, token_logprobs
+from dialogrl.trl_compat import plain_logprob_kernel
 
 # ------------------------------------------------------------------------------------------------------ data
 
@@ -84,9 +87,6 @@ def calibrate_sft(model_path: str | Path, conversations: Sequence[list[dict]], o
     the same path; with a hub model, pass a small lr (1e-5) or fine-tune a LoRA copy instead. bf16: autocast where
     the device has bfloat16; the weights train in float32 (a 1e-5 step is below bf16's and fp16's resolution).
     """
-    from dialogrl.models import load_model
-    from dialogrl.tiny import TinyConfig, sft_warm_start
-
     if not conversations:
         raise ValueError("no conversations to calibrate on")
     model, tok = load_model(str(model_path), device="auto")   # float32 master weights, whatever bf16 says
@@ -108,9 +108,6 @@ def calibrate_dpo(model_path: str | Path, pairs: Sequence[PreferencePair], out_d
     The reference policy is the model at `model_path` (the SFT-calibrated simulator). Saves to out_dir."""
     from datasets import Dataset
     from trl import DPOConfig, DPOTrainer
-
-    from dialogrl.models import load_model
-    from dialogrl.trl_compat import plain_logprob_kernel
 
     if not pairs:
         raise ValueError("no preference pairs to train on")

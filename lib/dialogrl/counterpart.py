@@ -36,6 +36,7 @@ from collections.abc import Sequence
 import torch
 
 from dialogrl.agents import LMAgent
+from dialogrl.fastdecode import decode_batch
 from dialogrl.game import ActRequest, Question, StreamingAgent, Utterance
 
 CONTENT_FREE = "N/A"      # Zhao et al.'s content-free input
@@ -173,8 +174,6 @@ class LMCounterpart(StreamingAgent):
         spellings (as written, Capitalised, UPPER) of the first token of each, after the generation prompt.
         prefixes: per chat, a cached context it begins with (sampling.CachedPrefix) or None; the decoding engine
         runs only what follows it."""
-        from dialogrl.fastdecode import decode_batch
-
         tok = self.lm.tok
         for a in {a for q in questions for a in q.answers} - set(self._firsts):
             self._firsts[a] = first_tokens(tok, a)

@@ -28,6 +28,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from dialogrl.run import sha256_file, write_bytes
+from dialogrl.tiny import cache_root
 
 DATA_ENV = "DIALOGRL_DATA"
 RAW = "https://raw.githubusercontent.com"
@@ -35,8 +36,6 @@ RAW = "https://raw.githubusercontent.com"
 
 def data_root() -> Path:
     """$DIALOGRL_DATA, else the data folder in the model cache (`tiny.cache_root()`/data)."""
-    from dialogrl.tiny import cache_root
-
     return Path(os.environ[DATA_ENV]).expanduser() if os.environ.get(DATA_ENV) else cache_root() / "data"
 
 

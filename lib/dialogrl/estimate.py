@@ -33,7 +33,11 @@ from dataclasses import dataclass
 
 import torch
 
-from dialogrl.hub import head_dim, kv_bytes_per_token
+from dialogrl.hub import HUB_CONFIGS, head_dim, hub_config, kv_bytes_per_token
+from dialogrl.models import add_adapters, attention
+from dialogrl.params import cell_literals
+from dialogrl.reproduce import profile_parameters
+from dialogrl.run import repo_root
 
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ADAPTER_STATE_BYTES = 16        # float32 parameter, gradient and AdamW's two moments, per trained LoRA parameter
@@ -72,8 +76,6 @@ def weight_bytes(config, precision: str = "no") -> int:
 @functools.cache
 def _saved_bytes(spec: tuple, layers: int, precision: str, lora_r: int, tokens: int) -> int:
     from transformers import AutoConfig, AutoModelForCausalLM
-
-    from dialogrl.models import add_adapters, attention
 
     kwargs = dict(spec)
     config = AutoConfig.for_model(kwargs.pop("model_type"), **{**kwargs, "num_hidden_layers": layers,
@@ -287,8 +289,6 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
     parameters a token, per epoch; the behaviour and reference passes, 2 x parameters a token each) and full
     fine-tunes (6 x parameters a token) at `tflops`, one run at a time. Hub models only (`hub.HUB_CONFIGS`).
     `minibatch_tokens` None: the profile's own."""
-    from dialogrl.hub import HUB_CONFIGS, hub_config
-
     precision = ("bf16" if device.bf16 else "fp16") if params.get("bf16") else "no"
     lora_r = params.get("lora_r", 8)
     minibatch_tokens = minibatch_tokens if minibatch_tokens is not None else params.get("minibatch_tokens")
@@ -337,10 +337,6 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
 def profile_params(stem: str, profile: str = "gpu") -> dict:
     """The parameters a notebook runs with under `profile`: its parameters cell's values, the profile's file over
     them (as `params.resolve_profile` applies them)."""
-    from dialogrl.params import cell_literals
-    from dialogrl.reproduce import profile_parameters
-    from dialogrl.run import repo_root
-
     root = repo_root()
     return {**cell_literals(stem), **profile_parameters(root / "notebooks" / f"{stem}.ipynb", profile,
                                                         params_dir=root / "params")}

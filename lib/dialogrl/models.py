@@ -16,12 +16,15 @@ import os
 import warnings
 import zlib
 from collections.abc import Sequence
+from importlib.resources import files
 from pathlib import Path
 
 import torch
 
-from dialogrl.hub import HUB_ID_PATTERN, hub_reachable
+from dialogrl.hub import HUB_ID_PATTERN, hub_config, hub_reachable
+from dialogrl.packaged import PACKAGED_MODELS, packaged_model_path
 from dialogrl.run import choose_device
+from dialogrl.tiny import TINY_MODELS, build_tiny_model, cache_root, contents_problem, folder_problem
 
 # Every linear layer of a Qwen2/Llama-style block; peft matches them by suffix.
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -88,16 +91,12 @@ def attention() -> str:
 
 
 def _embedded_names() -> list[str]:
-    from dialogrl.tiny import TINY_MODELS
-
     return sorted(TINY_MODELS)
 
 
 def check_model_name(name: str | os.PathLike) -> str:
     """Classify a model name as 'tiny', 'packaged' (a pretrained model shipped in a PyPI package, `packaged.py`),
     'local' or 'hub' (a path-like names a local folder); raise ValueError naming the choices if it is none of them."""
-    from dialogrl.packaged import PACKAGED_MODELS
-
     if isinstance(name, os.PathLike):
         name = os.fspath(name)
     if not isinstance(name, str):
@@ -132,19 +131,13 @@ def resolve_model_path(name: str | os.PathLike) -> str:
     kind = check_model_name(name)
     name = os.fspath(name)
     if kind == "tiny":
-        from dialogrl.tiny import build_tiny_model
-
         return str(build_tiny_model(name))
     if kind == "packaged":
-        from dialogrl.packaged import packaged_model_path
-
         return str(packaged_model_path(name))
     if kind == "local":
         check_model_folder(Path(name).expanduser())
         return str(Path(name).expanduser())
     from huggingface_hub import try_to_load_from_cache
-
-    from dialogrl.packaged import PACKAGED_MODELS
 
     cached = try_to_load_from_cache(name, "config.json")
     if isinstance(cached, str) or hub_reachable():
@@ -160,8 +153,6 @@ def check_model_folder(folder: Path) -> None:
     """Raise ModelDamagedError when a model folder the cache made (an embedded build: tiny_build.json; a converted
     packaged model: packaged.json) no longer holds the files its record lists (`tiny.folder_problem`). A folder
     outside the model cache is the user's (a copy, perhaps with its own chat template saved into it): not checked."""
-    from dialogrl.tiny import cache_root, folder_problem
-
     if not folder.resolve().is_relative_to(cache_root().resolve()):
         return
 
@@ -214,7 +205,6 @@ def load_model(name: str | os.PathLike, *, adapters: Sequence[str] = (), device:
         tok = load_tokenizer(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attention())
     except Exception as err:   # a folder's truncated or garbled file: transformers' errors do not name it
-        from dialogrl.tiny import contents_problem
 
         problem = contents_problem(Path(path)) if Path(path).is_dir() else None
         if problem is None:    # the files are whole: the error is another's (a library, the config's contents)
@@ -336,14 +326,9 @@ def hub_shaped_model(hub_id: str, device: str = "cpu", bf16: bool = False, seed:
     short, while its token counts, cache and logits are the real model's size."""
     from transformers import AutoModelForCausalLM
 
-    from dialogrl.hub import hub_config
-    from dialogrl.packaged import packaged_model_path
-
     config = hub_config(hub_id, **overrides)
     tok = load_tokenizer(str(packaged_model_path("smollm2-135m-instruct")))
     if config.model_type == "qwen2":
-        from importlib.resources import files
-
         tok.chat_template = (files("trl") / "chat_templates" / "qwen2_5.jinja").read_text()
     dev = torch.device(device)
     dtype = torch.bfloat16 if bf16 and resolve_precision("bf16", dev) == "bf16" else torch.float32

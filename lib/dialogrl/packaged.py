@@ -20,6 +20,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from dialogrl.tiny import cache_lock, cache_root, file_manifest, folder_problem
+
 
 @dataclass(frozen=True)
 class PackagedModel:
@@ -98,8 +100,6 @@ def packaged_model_path(name: str, force: bool = False) -> Path:
     The folder is written under a temporary name and renamed when complete, so an interrupted conversion leaves
     nothing that a later call would take for a model.
     """
-    from dialogrl.tiny import cache_lock, cache_root, folder_problem
-
     if name not in PACKAGED_MODELS:
         raise ValueError(f"unknown packaged model {name!r}; packaged models: {', '.join(sorted(PACKAGED_MODELS))}")
     gguf = gguf_path(name)
@@ -115,8 +115,6 @@ def packaged_model_path(name: str, force: bool = False) -> Path:
 
 
 def _convert(name: str, gguf: Path, out: Path) -> None:
-    from dialogrl.tiny import file_manifest
-
     tmp = out.with_name(out.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
     t0 = time.time()

@@ -25,6 +25,7 @@ RuntimeError naming its job, instead of waiting for a result that never comes.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import multiprocessing
 import multiprocessing.connection
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from dialogrl.run import progress, recorded_appends, write_bytes
 
 
 @contextlib.contextmanager
@@ -69,8 +72,6 @@ def _die_with_parent(parent: int) -> None:
     out-of-memory killer, say), so that no orphan goes on training and writing into a run folder that a resume has
     taken up again (`run.resume_run`)."""
     if sys.platform.startswith("linux"):
-        import ctypes
-
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
     if os.getppid() != parent:   # it died before that took effect
@@ -121,8 +122,6 @@ class _Kept:
         self.fn = fn
 
     def __call__(self, pair: tuple) -> Any:
-        from dialogrl.run import recorded_appends, write_bytes
-
         job, file = pair
         with recorded_appends() as appends:
             result = self.fn(job)
@@ -166,8 +165,6 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
     renamed), named by the job's place and its repr, with the lines it logged to its run's files (metrics.jsonl,
     train_configs.jsonl: `run.recorded_appends`); a later call with the same folder and jobs takes the saved results,
     logs their lines again, and runs only the jobs without one (a notebook's resume: `run.resume_run`)."""
-    from dialogrl.run import progress
-
     jobs = list(jobs)
     if keep is not None:
         folder = Path(keep)

@@ -23,12 +23,21 @@ the cell's own values.
 """
 from __future__ import annotations
 
+import ast
+import json
 import numbers
 import operator
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
+import yaml
+
+from dialogrl.hub import HUB_ID_PATTERN
+from dialogrl.models import check_model_name
+from dialogrl.run import repo_root
 
 PROFILES = ("smoke", "cpu", "gpu", "colab")  # the named profiles of every notebook (README: profiles)
 GPU_PROFILE_GIB = 40  # "auto" on a CUDA GPU with at least this much memory runs gpu (sized for 80 GB), else colab
@@ -146,8 +155,6 @@ class ModelName(Rule):
     """An embedded tiny model name, a local folder, or a hub id 'org/name'. Reachability is checked at load time."""
 
     def check(self, name, value):
-        from dialogrl.models import check_model_name
-
         if not isinstance(value, str):
             raise ParameterError(name, value, "expected a model name (string)")
         try:
@@ -226,11 +233,6 @@ def cell_literals(stem: str) -> dict:
     """{name: value} of the parameters cell (the cell tagged "parameters") of the notebook `stem`, found as
     notebooks/<stem>.ipynb or notebooks/*/<stem>.ipynb under the repository root (or a path ending in .ipynb, relative
     to the repository root: a notebook outside notebooks/, such as the tests' fixture)."""
-    import ast
-    import json
-
-    from dialogrl.run import repo_root
-
     if stem.endswith(".ipynb"):
         found = [p for p in [repo_root() / stem] if p.exists()]
     else:
@@ -248,8 +250,6 @@ def cell_literals(stem: str) -> dict:
 def load_yaml(path: str | Path, mapping: bool = True) -> Any:
     """A YAML file's contents (an empty file: {}), or a ValueError naming the file, the line and the problem (not the
     parser's traceback); with `mapping`, anything but a mapping of names to values is refused too."""
-    import yaml
-
     path = Path(path)
     try:
         values = yaml.safe_load(path.read_text())
@@ -266,8 +266,6 @@ def load_yaml(path: str | Path, mapping: bool = True) -> Any:
 def parse_value(name: str, text: str) -> Any:
     """A parameter's value given on a command line (`-p NAME VALUE`): a Python literal (60, 0.5, True, None, "x",
     [1, 2]), or a bare word (tensorboard) as that string; anything else is a ParameterError naming it."""
-    import ast
-
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -293,8 +291,6 @@ def model_identity(name: str) -> str:
     """What a model name points at, for telling whether two names are one model: a hub id lower-cased (the hub
     matches ids case-insensitively); a local folder its resolved path, or the hub id when the folder is a snapshot in
     a Hugging Face cache (.../models--org--name/snapshots/<revision>); anything else (an embedded name) as it is."""
-    from dialogrl.hub import HUB_ID_PATTERN
-
     path = Path(name).expanduser()
     if path.is_dir():
         path = path.resolve()
@@ -381,16 +377,11 @@ def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool |
         raise ParameterError("profile", profile, "choose one of " + ", ".join(map(repr, ("auto", *PROFILES))))
     if profile == "auto":
         if cuda is None:
-            import torch
-
             cuda = (torch.cuda.get_device_properties(0).total_memory / 2**30 if torch.cuda.is_available() else 0)
         gib = 80.0 if cuda is True else float(cuda)   # True: a GPU of unstated memory, taken as a large one
         profile = "cpu" if not cuda else "gpu" if gib >= GPU_PROFILE_GIB else "colab"
         print(f"profile auto -> {profile} (" + (f"a CUDA GPU of {gib:.0f} GiB" if cuda else "no CUDA device") + ")")
     if profile != "cpu":
-
-        from dialogrl.run import repo_root
-
         path = Path(params_dir or repo_root() / "params") / stem / f"{profile}.yaml"
         if not path.exists():
             raise ParameterError("profile", profile, f"{path} does not exist")
@@ -410,8 +401,6 @@ def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool |
 def papermill_parameters() -> set[str]:
     """Names of the parameters papermill passed to this kernel (the assignments of the last executed cell that
     starts with papermill's "# Parameters" line); empty outside IPython or when papermill injected none."""
-    import ast
-
     try:
         from IPython import get_ipython
     except ImportError:

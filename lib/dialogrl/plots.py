@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from dialogrl.stats import t_interval
@@ -73,8 +74,6 @@ def curve_bands(df: pd.DataFrame, y: str, x: str = "step", hue: str | None = Non
     """Per (hue, x): the mean of `y` over `units` (training seeds) and its 95% t-interval (lo = hi = mean with one
     seed), the bands that `learning_curves` draws. Rows without y are dropped; each unit's rows at one x are averaged
     first, so a unit counts once."""
-    import numpy as np
-
     keys = [k for k in (hue, x) if k is not None]
     df = df.dropna(subset=[y])
     per_unit = df.groupby([*keys, units], sort=False)[y].mean().reset_index() if units in df else df
@@ -124,8 +123,6 @@ def learning_curves(rows: Sequence[dict] | pd.DataFrame, y: str, x: str = "step"
 def ci_errors(value, lo, hi, tol: float = 1e-9):
     """[value - lo, hi - value] for matplotlib's errorbar. A zero-width interval (every seed alike) can put the mean a
     rounding error outside it: clipped to 0. An interval that misses its estimate by more is a bug: ValueError."""
-    import numpy as np
-
     value, lo, hi = (np.asarray(a, dtype=float) for a in (value, lo, hi))
     below, above = value - lo, hi - value
     if np.any(below < -tol) or np.any(above < -tol):
@@ -137,7 +134,6 @@ def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str |
                  path: str | Path | None = None, title: str | None = None):
     """Bars of `metric` with their bootstrap CIs (columns <metric>_lo and <metric>_hi from stats.summarize)."""
     import matplotlib.pyplot as plt
-    import numpy as np
     import seaborn as sns
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -216,7 +212,6 @@ def compounding_fits(check: CompoundingCheck, shift: ShiftEstimate | None = None
     """The compounding check (`theory.compounding_check`). Left, if given: the per-turn shift with its CI. Right: the
     signed gap against H with its CI, both fits and the bound (+-, since it bounds |gap|)."""
     import matplotlib.pyplot as plt
-    import numpy as np
 
     fig, axes = plt.subplots(1, 2 if shift is not None else 1, figsize=(11 if shift is not None else 6, 3.8))
     axes = np.atleast_1d(axes)
@@ -262,8 +257,6 @@ def compounding_fits(check: CompoundingCheck, shift: ShiftEstimate | None = None
 def layout_problems(fig) -> list[str]:
     """What keeps a figure from being read, where it can be checked: a plot without an axis label, x tick labels
     that run into each other, a legend drawn over plotted points. Empty when none is found."""
-    import numpy as np
-
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     problems = []
@@ -300,7 +293,6 @@ def agreement_scatter(val: pd.DataFrame, judges: dict[str, str], rho: dict[str, 
     side's `val[f"{judge}_{key}"]` against `val[f"gpt4_{key}"]`, jittered a little up or down (seed 0) so that tied
     scores show, titled with Spearman's rho (`rho[judge][f"{key}_spearman"]`, None: not defined)."""
     import matplotlib.pyplot as plt
-    import numpy as np
 
     fig, axes = plt.subplots(len(judges), len(keys), figsize=(4.5 * len(keys), 3.2 * len(judges)), squeeze=False)
     for row, (j, label) in zip(axes, judges.items()):

@@ -17,6 +17,7 @@ For each notebooks/<stem>.ipynb (sorted, or those named by --only):
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import math
 import shutil
@@ -28,6 +29,7 @@ from pathlib import Path
 import yaml
 
 from dialogrl.claims import CLAIMS_START, manipulation_table, refresh_claims, write_glance
+from dialogrl.compare import compare_table, run_rows
 from dialogrl.params import PROFILES, check_values, load_yaml
 from dialogrl.run import make_run_dir, make_run_id, read_json, write_text
 
@@ -196,8 +198,6 @@ def demo(parameters: dict | None = None, results_root: str | Path = "results", p
          notebook: str | Path = DEMO_NOTEBOOK) -> int:
     """`python -m dialogrl demo`: run the first-run notebook into results/first_run/<run_id>/ and say where its
     executed notebook, figures and summary are. Returns a process exit code."""
-    import ast
-
     literals = {}
     for name, source in notebook_parameters(notebook).items():
         literals[name] = None                              # not a literal: the notebook checks it itself
@@ -265,8 +265,6 @@ def write_report(runs: list[NotebookRun], path: Path, profile: str, papers_dir: 
     """results/REPORT.md: a status table; every claim of each notebook's run beside the paper's effect, with its
     interval, MDE and verdict (`compare.compare_table`); then per notebook its manipulation checks and the paper's
     other numbers (papers/<stem>.md's `paper_numbers:`) beside ours."""
-    from dialogrl.compare import compare_table, run_rows
-
     lines = ["# Reproduction report", "",
              f"Written {datetime.now():%Y-%m-%d %H:%M} by `{command}` (profile `{profile}`).", "",
              "| notebook | status | minutes | run folder |", "|---|---|---|---|"]

@@ -28,6 +28,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from dialogrl.game import Question
 
 DIMENSIONS = ("goal_advancement", "strategic_positioning", "relational_attunement", "persona_consistency",
@@ -444,7 +446,5 @@ def weights_table(records: Sequence[dict]) -> dict[str, dict[str, float]]:
 
 def mean_weights(tables: Sequence[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
     """The mean of several runs' `weights_table`s, stage by stage over the runs that reached the stage."""
-    import numpy as np
-
     return {s: {d: float(np.mean([t[s][d] for t in tables if s in t])) for d in DIMENSIONS}
             for s in STAGES if any(s in t for t in tables)}

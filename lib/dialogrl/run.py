@@ -28,6 +28,7 @@ import os
 import platform
 import random
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -333,8 +334,6 @@ def repo_root() -> Path:
 
 def git_state() -> dict:
     """{"git_commit": the library's checkout's HEAD, "git_dirty": tracked files changed} ({} outside a git clone)."""
-    import subprocess
-
     root = repo_root()
     if not (root / ".git").exists():
         return {}

@@ -46,6 +46,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
+
+from dialogrl.evaluate import cross_play
+from dialogrl.seeds import stream_seed
 
 # ------------------------------------------------------------------------------------------------- estimators
 
@@ -379,11 +383,6 @@ def returns_by_horizon(horizons: Sequence[int], task_at: Callable, policy_at: Ca
     `metric` per scenario for P and for Q, in scenario order, and every game row with its horizon "H" and
     counterpart (`labels`).
     """
-    import pandas as pd
-
-    from dialogrl.evaluate import cross_play
-    from dialogrl.seeds import stream_seed
-
     if labels[0] == labels[1]:
         raise ValueError(f"labels must differ; got {labels}")
     returns_p, returns_q, frames = [], [], []

@@ -31,6 +31,8 @@ import torch
 
 from dialogrl.envs import GAMES
 from dialogrl.run import sha256_file, write_text
+from dialogrl.tokens import assistant_tokens
+from dialogrl.trl_compat import sft_trainer_class
 
 # ChatML as Qwen instruct models write it, with TRL's generation markers around each assistant reply so that
 # apply_chat_template(..., return_assistant_tokens_mask=True) marks the reply and its <|im_end|> (the stop token).
@@ -280,14 +282,10 @@ def sft_warm_start(model, tok, corpus: list[list[dict]], cfg: TinyConfig, work_d
     from trl import SFTConfig
     from trl.chat_template_utils import has_generation_markers
 
-    from dialogrl.trl_compat import sft_trainer_class  # TRL's SFTTrainer, or on CPU one with the plain loss
-
     marked = tok.chat_template is not None and has_generation_markers(tok.chat_template)
     if marked:
         data = Dataset.from_list([{"messages": conv} for conv in corpus])
     else:
-        from dialogrl.tokens import assistant_tokens
-
         data = Dataset.from_list([dict(zip(("input_ids", "assistant_masks"), assistant_tokens(tok, conv)))
                                   for conv in corpus])
     steps = max(1, int(cfg.epochs * len(corpus) / cfg.batch_size))

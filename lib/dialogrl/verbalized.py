@@ -8,6 +8,8 @@ schema ({"responses": [{"text", "probability"}, ...]}) in our own words and code
 """
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,8 +36,6 @@ def vs_messages(messages: Sequence[dict], k: int, speaker: str = "You", partner:
 
 def vs_answer(candidates: Sequence[tuple[str, float]]) -> str:
     """The JSON a VS prompt asks for, from (text, probability) pairs (what the tiny models are trained to write)."""
-    import json
-
     return json.dumps({"responses": [{"text": t, "probability": round(float(p), 2)} for t, p in candidates]})
 
 
@@ -48,9 +48,6 @@ def parse_vs(text: str, k: int, tolerance: float = 0.05) -> tuple[list[tuple[str
     "probabilities sum to S" when they were renormalised from more than `tolerance` away from 1 (counted, not fatal).
     The JSON object may stand inside other text (the first '{' to the last '}').
     """
-    import json
-    import math
-
     start, end = text.find("{"), text.rfind("}")
     try:
         data = json.loads(text[start:end + 1]) if 0 <= start < end else None

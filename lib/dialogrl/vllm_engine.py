@@ -30,8 +30,11 @@ import weakref
 from collections.abc import Hashable, Sequence
 from pathlib import Path
 
+import torch
+
 from dialogrl.agents import LMAgent
 from dialogrl.game import ActRequest
+from dialogrl.models import adapter_parameters
 from dialogrl.sampling import FORWARDS, Finished, SharedBatch
 
 __all__ = ["VLLMAgent", "VLLMEngine"]
@@ -84,8 +87,6 @@ class VLLMEngine:
         adapters' rank (kwargs: the constructor's), and kept on the model object."""
         engine = getattr(model, "_dialogrl_vllm", None)
         if engine is None:
-            import torch
-
             dtype = next(model.parameters()).dtype
             ranks = [c.r for c in getattr(model, "peft_config", {}).values()] or [8]
             kwargs.setdefault("dtype", {torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "float32"))
@@ -190,10 +191,6 @@ class VLLMAgent(LMAgent):
 
 def _fingerprint(model, name: str) -> tuple[float, float]:
     """The norm and the sum of adapter `name`'s parameters: they change with any update of its weights."""
-    import torch
-
-    from dialogrl.models import adapter_parameters
-
     with torch.no_grad():
         flat = torch.cat([p.detach().flatten().float() for p in adapter_parameters(model, name).values()])
         return tuple(torch.stack([flat.norm(), flat.sum()]).tolist())

@@ -406,7 +406,7 @@ class Trainer:
     def _agent_class(self) -> type:
         """The agent class of the LM roles: LMAgent, or VLLMAgent with engine="vllm" (vllm imported only then)."""
         if self.config.engine == "vllm":
-            from dialogrl.vllm_engine import VLLMAgent
+            from dialogrl.vllm_engine import VLLMAgent  # an optional dependency: vllm, imported only when used
 
             return VLLMAgent
         return LMAgent

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dialogrl.game import Agent
+import torch
+
+from dialogrl.agents import LMAgent, VerbalizedSampling
+from dialogrl.game import Agent, Population
+from dialogrl.models import adapter_parameters
 from dialogrl.rl.methods import MethodSpec
 from dialogrl.rl.trainer import RoleSpec
 
@@ -73,9 +77,6 @@ def simulators(model, tok, members: Sequence[tuple] | None = None, *, max_new_to
                      of this warm start and the members, named sim-0, sim-1, ..., each at `temperature`, drawn with
                      `seed`
     """
-    from dialogrl.agents import LMAgent, VerbalizedSampling
-    from dialogrl.game import Population
-
     def lm(name, m=model, t=tok, temp=temperature, tokens=max_new_tokens):
         return LMAgent(m, t, name=name, max_new_tokens=tokens, temperature=temp)
 
@@ -115,10 +116,6 @@ class SimulatorPool:
 
     def snapshot(self, model, step: int) -> str:
         """Copy the live adapter's weights into the next slot (FIFO); returns the slot."""
-        import torch
-
-        from dialogrl.models import adapter_parameters
-
         if len(self.checkpoints) < self.size:
             slot = self.slots[len(self.checkpoints)]
         else:
@@ -133,9 +130,6 @@ class SimulatorPool:
         return slot
 
     def __call__(self, trainer) -> None:
-        from dialogrl.agents import LMAgent
-        from dialogrl.game import Population
-
         step = trainer.step_count
         if step % self.every == 0:
             self.snapshot(trainer.model, step)
