@@ -9,7 +9,7 @@ last); the ratio says how close the engine comes. The counter is the engines' ow
 every prefill and decoding step, and the selection phase's scoring passes), so a model call that makes every other
 game wait shows in it.
 
-One training step's rollout per notebook, at reduced size, with the agents its `gpu` profile puts in the seats, the
+One training step's rollout per notebook, at reduced size, with the agents its `gpu` profile gives the roles, the
 embedded models standing in for the hub ones (the counts depend on turn lengths, not on model size):
   01  Deal or No Deal: the policy (LoRA) against an LM simulator (interactive RL)
   02  social scenes: the agent (LoRA) against an LM partner, then the LLM judge on every agent turn of the step
@@ -20,7 +20,7 @@ embedded models standing in for the hub ones (the counts depend on turn lengths,
 On the HF engine (`--engine hf`, the default: the engine of a GPU or of bf16 weights) the agents of one model share
 one batch, each row through its own adapter (`sampling.SharedBatch`); on the lean engine (fp32 on the CPU) each agent
 has its own batch, so two LM agents that alternate need up to two passes per round of the longest game. The last
-lines are a markdown table (notebook, seats, games, passes, the longest game alone, ratio).
+lines are a markdown table (notebook, agents, games, passes, the longest game alone, ratio).
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ from dialogrl.tiny import warm_start
 
 
 def setups(args):
-    """name -> (seats, task, agents(): fresh agents for a rollout, after(episodes, agents): the step's later work)."""
+    """name -> (who plays, task, agents(): fresh agents for a rollout, after(episodes, agents): the step's later
+    work)."""
     def lm(model, tok, adapter=None, name=None, tokens=args.max_new_tokens, temperature=1.0):
         return LMAgent(model, tok, adapter=adapter, name=name, max_new_tokens=tokens, temperature=temperature,
                        lean=args.engine == "lean")
@@ -94,19 +95,20 @@ def main() -> None:
                     help="hf: the GPU's decoding engine, agents of one model in one batch (default); lean: the CPU's")
     args = ap.parse_args()
     rows = []
-    for name, (seats, task, agents, after) in setups(args).items():
+    for name, (who, task, agents, after) in setups(args).items():
         if args.only and name not in args.only:
             continue
         scenarios = task.sample_scenarios(args.games, seed=stream_seed("eval-scenarios", 0, name))
         seeds = [stream_seed("train-games", 0, 0, i) for i in range(len(scenarios))]
         batched = count(task, agents, after, scenarios, seeds)
         alone = max(count(task, agents, after, [sc], [sd]) for sc, sd in zip(scenarios, seeds))
-        rows.append((name, seats, len(scenarios), batched, alone))
+        rows.append((name, who, len(scenarios), batched, alone))
         print(f"{name}: {batched} passes for {len(scenarios)} games, the longest alone {alone}: "
               f"{batched / alone:.2f}x", flush=True)
-    print("\n| notebook | seats | games | forward passes | longest game alone | ratio |\n|---|---|---:|---:|---:|---:|")
-    for name, seats, n, batched, alone in rows:
-        print(f"| {name} | {seats} | {n} | {batched} | {alone} | {batched / alone:.2f} |")
+    print("\n| notebook | agents | games | forward passes | longest game alone | ratio |\n"
+          "|---|---|---:|---:|---:|---:|")
+    for name, who, n, batched, alone in rows:
+        print(f"| {name} | {who} | {n} | {batched} | {alone} | {batched / alone:.2f} |")
 
 
 if __name__ == "__main__":

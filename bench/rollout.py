@@ -23,13 +23,13 @@ token, left out):
 
 The machine's matmul throughput: torch.mm timed on the model's own (rows, in) x (in, out) shapes, at a decoding batch
 (--batch-rows) and a prefill-sized block (2048 rows), and on a 1024^3 square, with the benchmark's thread count and no
-other mode running; `peak` is the best of them. The decode roofline is peak / F_tok tokens/s; a mode's roofline
-fraction is its generated tokens/s over that. That fraction leaves out the prompts: in a multi-turn game each turn
-first runs the prompt tokens its role's cache does not hold yet (the partner's reply, the chat template), about three
-per generated token here, so even an engine at the matmul peak reaches about 0.25 of the decode roofline. The work
-roofline counts them: the FLOPs any cache-reusing engine must spend on these games (`necessary_work`: those prompt
-tokens, and every sampled token but the last fed back; block matmuls, lm_head where logits are needed, attention
-over the keys each token sees), per second, over the peak. The last three lines are `work roofline: <batched>`,
+other mode running; `peak` is the best of them. The decode roofline is peak / F_tok tokens/s; a mode's roofline fraction
+is its generated tokens/s over that. That fraction leaves out the prompts: in a multi-turn game each turn first runs the
+prompt tokens its role's cache does not hold yet (the counterpart's reply, the chat template), about three per generated
+token here, so even an engine at the matmul peak reaches about 0.25 of the decode roofline. The work roofline counts
+them: the FLOPs any cache-reusing engine must spend on these games (`necessary_work`: those prompt tokens, and every
+sampled token but the last fed back; block matmuls, lm_head where logits are needed, attention over the keys each token
+sees), per second, over the peak. The last three lines are `work roofline: <batched>`,
 `roofline: <batched fraction>` and `speedup: <batched tok/s / naive tok/s>`.
 """
 from __future__ import annotations

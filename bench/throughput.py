@@ -3,7 +3,7 @@
     python bench/throughput.py [--task dond|telesales] [--steps 10] [--scenarios 6] [--group 4] [--eval 50]
 
 One IB-RL training run (both roles trainable, each its own LoRA adapter; GRPO, KL 0.1, the cpu profile's sizes),
-then one evaluation cell (the trained policy in the first seat against a scripted counterpart on `--eval` held-out
+then one evaluation cell (the trained policy in the first role against a scripted counterpart on `--eval` held-out
 scenarios). Times are wall-clock seconds on this machine with its default thread count; the last two lines are
 `train dialogues/min: X` and `eval games/min: Y`. Compare two versions of the library by running this file from each
 (the same model build: the cached warm start of build seed 0).
@@ -84,11 +84,12 @@ def main():
     rows = Trainer(task, model, tok, roles, config=cfg).train(progress=False)
     parts = {part: sum(r[f"time/{part}_s"] for r in rows) for part in ("rollout", "update")}
     train_s = time.perf_counter() - t0
-    seat = task.roles[0]
-    partner = ScriptedAgent("fair", seed=7) if args.task == "dond" else telesales.ScriptedAgent("decisive", seed=7)
+    role = task.roles[0]
+    counterpart = ScriptedAgent("fair", seed=7) if args.task == "dond" else telesales.ScriptedAgent("decisive", seed=7)
     scenarios = task.sample_scenarios(args.eval, seed=900_000)
     t0 = time.perf_counter()
-    cross_play(task, {"policy": LMAgent(model, tok, adapter=seat)}, {"partner": partner}, scenarios, seats=[seat],
+    # "partner": the counterpart's name, which keys its games' seeds (seeds.eval_seeds)
+    cross_play(task, {"policy": LMAgent(model, tok, adapter=role)}, {"partner": counterpart}, scenarios, roles=[role],
                seed=10_000)
     eval_s = time.perf_counter() - t0
     dialogues = args.steps * args.scenarios * args.group

@@ -227,7 +227,7 @@ def trl_inputs(rows: list[dict], pad_id: int, games: bool):
     out = {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
            "completion_mask": completion_mask, "advantages": torch.tensor([r["advantage"] for r in rows])}
     loss_mask = completion_mask
-    if games:  # the role's own sampled tokens; partner and template tokens are context (rollout_func's env_mask)
+    if games:  # the role's own sampled tokens; counterpart and template tokens are context (rollout_func's env_mask)
         out["tool_mask"] = pad([torch.tensor(r["env_mask"]) for r in rows], padding_value=1, padding_side="right")
         loss_mask = completion_mask * out["tool_mask"]
     out["num_items_in_batch"] = loss_mask.sum()

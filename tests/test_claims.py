@@ -102,10 +102,10 @@ def test_check_record_moved_and_passed():
 def test_manipulation_table_shows_each_intervention_with_its_value():
     check = with_interventions(check_record("reward", 0.12, (0.05, 0.19), 0.6, 1.0),
                                intervention("usable VS answers", 0.93, at_least=0.8),
-                               intervention("partner changed", -0.04, ci=(-0.07, -0.01)))
+                               intervention("counterpart changed", -0.04, ci=(-0.07, -0.01)))
     row = manipulation_table({"manipulation": {"vs": check}}).splitlines()[2]
     assert row.startswith("| vs | reward (ceiling 1, nominal) | 0.6 | +0.12 [+0.05, +0.19] | 0.1 (0.25 x 0.4) |")
-    assert row.endswith("| yes | yes | yes; usable VS answers 0.93; partner changed -0.04 [-0.07, -0.01] |")
+    assert row.endswith("| yes | yes | yes; usable VS answers 0.93; counterpart changed -0.04 [-0.07, -0.01] |")
 
 
 def test_intervention_gates_the_check():
@@ -115,9 +115,9 @@ def test_intervention_gates_the_check():
     assert intervention("spread wider by", 0.0, above=0.0)["happened"] is False
     assert intervention("spread wider by", 0.01, above=0.0)["happened"] is True
     # a change either way, read from its interval
-    assert intervention("partner changed", -0.04, ci=(-0.07, -0.01))["happened"] is True
-    assert intervention("partner changed", 0.03, ci=(-0.01, 0.07))["happened"] is False
-    assert intervention("partner changed", 0.03, ci=(float("nan"), float("nan")))["happened"] is None
+    assert intervention("counterpart changed", -0.04, ci=(-0.07, -0.01))["happened"] is True
+    assert intervention("counterpart changed", 0.03, ci=(-0.01, 0.07))["happened"] is False
+    assert intervention("counterpart changed", 0.03, ci=(float("nan"), float("nan")))["happened"] is None
     check = check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)
     assert method_status(with_interventions(check, ok)) == "passed"
     assert method_status(with_interventions(check, ok, no)) == "no intervention"
@@ -134,8 +134,8 @@ def _games(method_shift: float, seeds: int = 4, scenarios: int = 30, seed: int =
         for s in range(scenarios):
             noise = rng.normal(0, 0.1)
             base = 0.5 + noise
-            rows_b.append({"seed": k, "scenario": s, "seat": "A", "counterpart": "train", "reward": base})
-            rows_t.append({"seed": k, "scenario": s, "seat": "A", "counterpart": "train",
+            rows_b.append({"seed": k, "scenario": s, "role": "A", "counterpart": "train", "reward": base})
+            rows_t.append({"seed": k, "scenario": s, "role": "A", "counterpart": "train",
                            "reward": base + method_shift + skill + rng.normal(0, 0.05)})
     return pd.DataFrame(rows_t), pd.DataFrame(rows_b)
 
@@ -360,7 +360,7 @@ def test_compared_methods_and_judge_claims():
     assert out["s.c_minus_base"]["checks"] == {"c": STILL} and out["s.c_minus_base"]["effect_kind"] == "point"
     given = judge_claims(claims, power, lambda key: {}, effect=lambda key: 0.3)   # the paper's effect on every part
     assert given["s.a_minus_b@same"]["paper_effect"] == 0.3 and given["s.a_minus_b@same"]["mde"] is None
-    games = _panel_games().rename(columns={"success": "reward"}).assign(seat="A")
+    games = _panel_games().rename(columns={"success": "reward"}).assign(role="A")
     base = games.assign(method=games["method"].replace({"b": "base"}))
     assert method_check(base, "a", "reward", 2.0) == manipulation_check(base[base["method"] == "a"],
                                                                         base[base["method"] == "base"], "reward", 2.0)

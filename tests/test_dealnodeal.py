@@ -160,7 +160,7 @@ def test_free_invalid_markers_with_zero_penalty():
 def test_selection_protocol_agreement_rule():
     task = DealOrNoDeal(protocol="selection")
     talk = ["i want the balls and the book", "fine, i take the hats", "<selection>"]
-    # complementary own claims: agreement (claims about the partner are not part of the rule)
+    # complementary own claims: agreement (claims about the counterpart are not part of the rule)
     state = play_texts(task, SC, talk + ["book=1 hat=0 ball=3 them: book=0 hat=2 ball=0", "item0=0 item1=2 item2=0"])
     assert state.done and task.deal(state) == {"A": (1, 0, 3), "B": (0, 2, 0)}
     # over-claiming: no agreement, both score 0
@@ -242,7 +242,7 @@ def test_bad_task_parameters_are_named():
 
 
 def test_held_out_personas_play_legal_games_to_the_end():
-    """The held-out personas (one of another rule family: `reciprocal`) against every corpus persona, in both seats:
+    """The held-out personas (one of another rule family: `reciprocal`) against every corpus persona, in both roles:
     every game ends by the rules, nothing is invalid, and some games agree."""
     from dialogrl.envs.dealnodeal import PERSONAS, UNSEEN_PERSONAS, ScriptedAgent, population
     from dialogrl.rollout import play
@@ -251,17 +251,17 @@ def test_held_out_personas_play_legal_games_to_the_end():
     scenarios = task.sample_scenarios(60, seed=5)
     for new in UNSEEN_PERSONAS:
         for other in PERSONAS:
-            for seats in ({"A": ScriptedAgent(new, 1), "B": ScriptedAgent(other, 2)},
-                          {"A": ScriptedAgent(other, 1), "B": ScriptedAgent(new, 2)}):
-                m = task.metrics([e.state for e in play(task, seats, scenarios)])
+            for agents in ({"A": ScriptedAgent(new, 1), "B": ScriptedAgent(other, 2)},
+                           {"A": ScriptedAgent(other, 1), "B": ScriptedAgent(new, 2)}):
+                m = task.metrics([e.state for e in play(task, agents, scenarios)])
                 assert m["invalid_rate"] == 0 and m["agreement"] > 0, (new, other, m)
     casual = population("A", ["reciprocal", "firm"], seed=1, style="casual")   # the human style of notebook 01
     assert {m.persona.style for m in casual.members.values()} == {"casual"}
 
 
-def test_reciprocal_concedes_only_as_its_partner_does():
-    """Tit-for-tat by hand (B, values 2/4/0, opening 8, floor 4): against a partner that never moves it keeps
-    demanding 8; when the partner's offer to it rises from 0 to 4 its demand falls by 4 and it accepts."""
+def test_reciprocal_concedes_only_as_its_counterpart_does():
+    """Tit-for-tat by hand (B, values 2/4/0, opening 8, floor 4): against a counterpart that never moves it
+    keeps demanding 8; when the counterpart's offer to it rises from 0 to 4 its demand falls by 4 and it accepts."""
     from dialogrl.envs.dealnodeal import ScriptedAgent
     from dialogrl.envs.dealnodeal.personas import UNSEEN_PERSONAS, reciprocal_demand
 
@@ -272,7 +272,7 @@ def test_reciprocal_concedes_only_as_its_partner_does():
     assert reciprocal_demand(p, state, "B", SC.values[1], SC.counts) == 8.0
     turn = task.step(state, agent.utter(task, state, "B"))
     assert turn.invalid is None and turn.action["type"] == "propose"
-    assert split_value(SC.values[1], turn.action["share"]) >= 8     # no concession to a partner that made none
+    assert split_value(SC.values[1], turn.action["share"]) >= 8     # no concession to a counterpart that made none
     moving = stuck[:2] + ["[propose book=1 hat=1 ball=3]"]            # A now leaves it a hat: 0 -> 4
     state = play_texts(task, SC, moving)
     assert reciprocal_demand(p, state, "B", SC.values[1], SC.counts) == 4.0

@@ -35,12 +35,12 @@ def games(tmp_path_factory):
 
 def test_cross_play_grid(games):
     df, path = games
-    assert len(df) == 2 * 2 * 2 * 100  # policies x counterparts x seats x scenarios
+    assert len(df) == 2 * 2 * 2 * 100  # policies x counterparts x roles x scenarios
     table = summarize(df)
     assert set(table["policy"]) == {"greedy", "conceder"} and (table["n"] == 200).all()
     assert (table["score_lo"] <= table["score"]).all() and (table["score"] <= table["score_hi"]).all()
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    assert len(lines) == 2 * 2 * 2 * 2 and {"policy", "counterpart", "seat", "turns", "outcome"} <= set(lines[0])
+    assert len(lines) == 2 * 2 * 2 * 2 and {"policy", "counterpart", "role", "turns", "outcome"} <= set(lines[0])
 
 
 def test_paired_difference(games):
@@ -156,7 +156,7 @@ def test_paired_clustered_counts_the_games_it_leaves_out():
 
     a = pd.DataFrame({"counterpart": "p", "scenario": np.arange(10), "seed": np.repeat([0, 1], 5), "x": 1.0})
     b = pd.DataFrame({"counterpart": "p", "scenario": np.arange(2, 12), "seed": np.repeat([0, 1], 5), "x": 0.0})
-    with pytest.warns(UserWarning, match="4 of 10 games of a and 4 of 10 games of b have no partner"):
+    with pytest.warns(UserWarning, match="4 of 10 games of a and 4 of 10 games of b have no match"):
         out = paired_clustered(a, b, "x", keys=("counterpart", "scenario"))
     assert out["games"] == 6 and out["diff"] == 1.0  # seed 0 pairs scenarios 2-4, seed 1 scenarios 7-9
 
@@ -174,7 +174,7 @@ def test_evaluating_the_same_policy_twice_gives_identical_rows(toy_model_dir):
     scenarios = TASK.sample_scenarios(12, seed=9)
     df = cross_play(TASK, {"lm-1": lm, "scripted-1": scripted, "lm-2": lm, "scripted-2": scripted}, panel, scenarios,
                     seed=5)
-    cols = ["counterpart", "seat", "scenario", "score", "partner_score", "agreed", "invalid_rate", "turns"]
+    cols = ["counterpart", "role", "scenario", "score", "counterpart_score", "agreed", "invalid_rate", "turns"]
     for name in ("lm", "scripted"):
         first = df[df.policy == f"{name}-1"][cols].reset_index(drop=True)
         second = df[df.policy == f"{name}-2"][cols].reset_index(drop=True)
@@ -186,10 +186,10 @@ def test_evaluating_the_same_policy_twice_gives_identical_rows(toy_model_dir):
 def test_cross_play_returns_the_games_it_played():
     scenarios = TASK.sample_scenarios(10, seed=8)
     policies, panel = {"greedy": ScriptedAgent("greedy", 0)}, {"fair": ScriptedAgent("fair", 1)}
-    df, played = cross_play(TASK, policies, panel, scenarios, seats=["B"], return_episodes=True)
+    df, played = cross_play(TASK, policies, panel, scenarios, roles=["B"], return_episodes=True)
     assert list(played) == [("greedy", "fair", "B")] and len(played["greedy", "fair", "B"]) == 10
     assert [e.outcome["B"]["score"] for e in played["greedy", "fair", "B"]] == df["score"].tolist()
-    assert df.equals(cross_play(TASK, policies, panel, scenarios, seats=["B"]))  # the same games either way
+    assert df.equals(cross_play(TASK, policies, panel, scenarios, roles=["B"]))  # the same games either way
 
 
 def test_mde_has_the_power_it_claims():
@@ -330,13 +330,13 @@ def test_bars_accept_a_zero_width_interval_off_by_rounding(tmp_path):
         bars_with_ci(table.assign(reward_lo=[0.2, 0.1]), "reward", x="method")
 
 
-def test_partner_gap_is_the_training_partner_minus_the_held_out_mean_per_game():
-    from dialogrl.stats import partner_gap
+def test_counterpart_gap_is_the_training_counterpart_minus_the_held_out_mean_per_game():
+    from dialogrl.stats import counterpart_gap
 
     train = pd.DataFrame({"seed": [0, 0, 1], "scenario": [0, 1, 0], "score": [8.0, 6.0, 5.0]})
     heldout = pd.DataFrame({"seed": [0, 0, 0, 1], "scenario": [0, 0, 1, 7], "score": [4.0, 6.0, 6.0, 1.0]})
-    gap = partner_gap(train, heldout, "score")
-    assert gap[["seed", "scenario", "score"]].values.tolist() == [[0, 0, 3.0], [0, 1, 0.0]]  # seed 1's has no partner
+    gap = counterpart_gap(train, heldout, "score")
+    assert gap[["seed", "scenario", "score"]].values.tolist() == [[0, 0, 3.0], [0, 1, 0.0]]  # seed 1's has no match
     assert set(gap["counterpart"]) == {"-"}
 
 
@@ -364,8 +364,8 @@ def test_cross_play_takes_each_counterparts_own_scenarios():
     scenarios = task.sample_scenarios(5, seed=0)
     panel = {"fair": ScriptedAgent("fair"), "greedy": ScriptedAgent("greedy")}
     mine = cross_play(task, {"p": ScriptedAgent("fair")}, panel, {"fair": scenarios, "greedy": scenarios[:2]},
-                      seats=["A"], seed=3)
-    together = cross_play(task, {"p": ScriptedAgent("fair")}, panel, scenarios, seats=["A"], seed=3)
+                      roles=["A"], seed=3)
+    together = cross_play(task, {"p": ScriptedAgent("fair")}, panel, scenarios, roles=["A"], seed=3)
     assert mine.groupby("counterpart").size().to_dict() == {"fair": 5, "greedy": 2}
     expected = pd.concat([together[together["counterpart"] == "fair"],
                           together[together["counterpart"] == "greedy"].head(2)], ignore_index=True)
@@ -393,8 +393,8 @@ def test_mean_claim_is_the_mean_with_its_interval_over_seeds():
     assert c == {"diff": 2.6, "ci": list(clustered_ci(d, "score")), "games": 5, "seeds": 3}
 
 
-def test_mismatch_is_the_gap_to_the_training_partner_beyond_the_bases():
-    from dialogrl.stats import mean_claim, mismatch, paired_clustered, partner_gap
+def test_mismatch_is_the_gap_to_the_training_counterpart_beyond_the_bases():
+    from dialogrl.stats import counterpart_gap, mean_claim, mismatch, paired_clustered
 
     rows = []
     for seed in (0, 1, 2):
@@ -406,13 +406,13 @@ def test_mismatch_is_the_gap_to_the_training_partner_beyond_the_bases():
     games = pd.DataFrame(rows)
     r = mismatch(games, "m", "train", ["x", "y"], "score")
     m, b = games[games["method"] == "m"], games[games["method"] == "base"]
-    gap = partner_gap(m[m["counterpart"] == "train"], m[m["counterpart"] != "train"], "score")
-    base_gap = partner_gap(b[b["counterpart"] == "train"], b[b["counterpart"] != "train"], "score")
+    gap = counterpart_gap(m[m["counterpart"] == "train"], m[m["counterpart"] != "train"], "score")
+    base_gap = counterpart_gap(b[b["counterpart"] == "train"], b[b["counterpart"] != "train"], "score")
     assert r["gap"] == mean_claim(gap, "score") and r["base_gap"] == mean_claim(base_gap, "score")
     assert r["gap"]["diff"] == pytest.approx(10.0 - 4.5) and r["base_gap"]["diff"] == pytest.approx(6.0 - 4.5)
     assert r["minus_base"] == paired_clustered(gap, base_gap, "score", keys=["scenario"])
     assert r["minus_base"]["diff"] == pytest.approx(4.0) and r["minus_base"]["seeds"] == 3
-    # the base against another name for the same partner (its games against `train-m`), and no training partner
+    # the base against another name for the same counterpart (its games against `train-m`), and no training one
     renamed = games.assign(counterpart=np.where((games["method"] == "base") & (games["counterpart"] == "train"),
                                                 "train-m", games["counterpart"]))
     assert mismatch(renamed, "m", "train", ["x", "y"], "score", base_train="train-m") == r

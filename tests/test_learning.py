@@ -53,16 +53,16 @@ def warm_start(name: str, build_seed: int = 0, adapter: str = "policy", size: st
     return load_model(str(path), adapters=[adapter], device="cpu", lora_r=8, lora_alpha=16)
 
 
-def _train_and_compare(task, model, tok, roles, config, seat, counterpart, metric, turn_rewards=None):
+def _train_and_compare(task, model, tok, roles, config, role, counterpart, metric, turn_rewards=None):
     """Evaluate the warm start against `counterpart` on the held-out scenarios, train, evaluate the adapter on the
     same scenarios: (paired difference rl - base of `metric`, the training rows, the two evaluations)."""
     held_out = task.sample_scenarios(HELD_OUT, seed=10_000)
-    adapter = roles[seat].adapter
+    adapter = roles[role].adapter
 
     def evaluate(use_adapter, label):
         seed_everything(123)
-        eps = play(task, {seat: LMAgent(model, tok, adapter=use_adapter), **counterpart()}, held_out)
-        return pd.DataFrame(game_rows(task, eps, seat, policy=label, counterpart="scripted"))
+        eps = play(task, {role: LMAgent(model, tok, adapter=use_adapter), **counterpart()}, held_out)
+        return pd.DataFrame(game_rows(task, eps, role, policy=label, counterpart="scripted"))
 
     before = evaluate(None, "base")  # adapter None: the warm start itself
     trainer = Trainer(task, model, tok, roles, config, turn_rewards=turn_rewards)

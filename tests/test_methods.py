@@ -1,5 +1,5 @@
 """Each paper's methods in one shape, a MethodSpec: who trains, through which adapter, against whom, with which
-config overrides, hooks and per-turn rewards, and what plays each seat at evaluation."""
+config overrides, hooks and per-turn rewards, and what plays each role at evaluation."""
 import pytest
 
 from dialogrl.envs.dealnodeal import ScriptedAgent
@@ -18,37 +18,37 @@ def test_ibrl_method_names_in_table_order():
 def test_base_trains_nothing_and_plays_the_warm_start():
     m = ibrl.method_spec("base", ROLES)
     assert m == MethodSpec("base", {}, {"isolate": True}, {"seller": None, "buyer": None},
-                           partners={"seller": None, "buyer": None})
+                           train_counterparts={"seller": None, "buyer": None})
     assert m.adapters == () and m.trainer(None, None, None, None) is None
 
 
 def test_unilateral_trains_one_side_against_the_frozen_warm_start():
     m = ibrl.method_spec("unilateral-buyer", ROLES)
     assert m.roles == {"seller": RoleSpec(), "buyer": RoleSpec(adapter="policy", trainable=True)}
-    assert m.seats == {"seller": None, "buyer": "policy"}  # the untrained seat stays the warm start
+    assert m.eval_adapters == {"seller": None, "buyer": "policy"}  # the untrained role stays the warm start
     assert m.config_overrides == {"isolate": True} and m.adapters == ("policy",)
-    assert m.partners == {"buyer": None}  # the seller seat was not trained: no training partner to play
+    assert m.train_counterparts == {"buyer": None}  # the seller was not trained: no training counterpart to play
 
 
 def test_ibrl_one_isolated_path_per_role():
     m = ibrl.method_spec("ibrl", ROLES)
     assert m.roles == {r: RoleSpec(adapter=r, trainable=True) for r in ROLES}
-    assert m.seats == {"seller": "seller", "buyer": "buyer"}
+    assert m.eval_adapters == {"seller": "seller", "buyer": "buyer"}
     assert m.config_overrides == {"isolate": True} and m.adapters == ("buyer", "seller")
-    assert m.partners == {"seller": "buyer", "buyer": "seller"}  # each faced the other role's adapter
+    assert m.train_counterparts == {"seller": "buyer", "buyer": "seller"}  # each faced the other role's adapter
 
 
 def test_shared_one_pooled_path():
     m = ibrl.method_spec("shared", ROLES)
     assert m.roles == {r: RoleSpec(adapter="shared", trainable=True) for r in ROLES}
-    assert m.seats == {r: "shared" for r in ROLES} and m.partners == {r: "shared" for r in ROLES}
+    assert m.eval_adapters == {r: "shared" for r in ROLES} and m.train_counterparts == {r: "shared" for r in ROLES}
     assert m.config_overrides == {"isolate": False} and m.adapters == ("shared",)
 
 
 def test_every_ibrl_method_covers_every_role():
     for method in ibrl.methods(ROLES):
         m = ibrl.method_spec(method, ROLES)
-        assert set(m.seats) == set(ROLES) and set(m.partners) <= set(ROLES)
+        assert set(m.eval_adapters) == set(ROLES) and set(m.train_counterparts) <= set(ROLES)
         assert m.roles == {} or set(m.roles) == set(ROLES)  # the Trainer needs a RoleSpec for every role
 
 
@@ -67,17 +67,17 @@ def test_calibrated_rl_methods():
     assert calibrated.METHODS == ("base", "static", "interactive", "calibrated")
     assert calibrated.method_spec("base", sims).roles == {}
     static = calibrated.method_spec("static", sims, contexts=["c"], reward_model="rm")
-    assert static.roles == {"A": policy}  # logged contexts: no partner plays
+    assert static.roles == {"A": policy}  # logged contexts: no counterpart plays
     assert static.trainer_class is StaticContextTrainer and static.trainer_kwargs == {"contexts": ["c"],
                                                                                       "reward_model": "rm"}
     with pytest.raises(ValueError, match="static trains on logged contexts"):
         calibrated.method_spec("static", sims)
     interactive = calibrated.method_spec("interactive", sims)
     assert interactive.roles == {"A": policy, "B": RoleSpec(agent=sims["uncalibrated"])}
-    assert interactive.trainer_class is Trainer and interactive.seats == {"A": "policy"}
+    assert interactive.trainer_class is Trainer and interactive.eval_adapters == {"A": "policy"}
     assert calibrated.method_spec("calibrated", sims).roles == {"A": policy,
                                                                           "B": RoleSpec(agent=sims["calibrated"])}
-    roles = calibrated.method_spec("interactive", sims, policy_seat="seller", user_seat="buyer").roles
+    roles = calibrated.method_spec("interactive", sims, policy_role="seller", user_role="buyer").roles
     assert list(roles) == ["seller", "buyer"]
     with pytest.raises(ValueError, match="unknown method 'dpo'.*base, static, interactive, calibrated"):
         calibrated.method_spec("dpo", sims)
@@ -115,7 +115,8 @@ def test_socialrl_methods():
     task, partner = SocialScenes(), Partner(None)
     m = socialrl.method_spec("socialrl", task, partner, RuleJudge(), process_coef=0.3)
     assert m.roles == {"agent": RoleSpec(adapter="policy", trainable=True), "partner": RoleSpec(agent=partner)}
-    assert m.config_overrides == {"algorithm": "ppo", "gamma": 0.95, "lam": 0.95} and m.seats == {"agent": "policy"}
+    assert m.config_overrides == {"algorithm": "ppo", "gamma": 0.95, "lam": 0.95}
+    assert m.eval_adapters == {"agent": "policy"}
     assert isinstance(m.turn_rewards, ProcessReward) and m.turn_rewards.schedule == "dynamic"
     assert socialrl.method_spec("outcome_ppo", task, partner, RuleJudge(), 0.3).turn_rewards is None
     grpo = socialrl.method_spec("socialrl_grpo", task, partner, RuleJudge(), 0.3).config_overrides
@@ -181,7 +182,7 @@ def test_scope_simulators_on_one_warm_start(toy_model_dir):
     assert [sims[n].temperature for n in ("single", "single_hot", "reference")] == [0.3, 1.2, 1.0]
     vs = sims["vs"]
     assert isinstance(vs, VerbalizedSampling) and (vs.k, vs.mode, vs.retries, vs.seed) == (4, "prob", 1, 5)
-    assert (vs.lm.temperature, vs.lm.max_new_tokens, vs.partner) == (1.2, 40, "Persuader")
+    assert (vs.lm.temperature, vs.lm.max_new_tokens, vs.counterpart) == (1.2, 40, "Persuader")
     ensemble = scope.simulators(model, tok, [(model, tok)], **settings)["ensemble"]
     assert list(ensemble.members) == ["sim-0", "sim-1"] and ensemble.seed == 5
     assert all(isinstance(m, LMAgent) and m.temperature == 0.3 for m in ensemble.members.values())

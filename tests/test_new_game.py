@@ -1,6 +1,6 @@
 """Adding a game is adding its folder: a toy game written into a temporary folder on `dialogrl.envs`' package path,
 and nothing else changed, is registered (TASKS, make_task), found by the registry of embedded models, fuzzed in
-every seat by the parser fuzz test's own function, and its embedded model builds and plays it."""
+every role by the parser fuzz test's own function, and its embedded model builds and plays it."""
 from __future__ import annotations
 
 import contextlib
@@ -157,7 +157,7 @@ def registries_restored():
 def test_a_new_folder_is_a_registered_fuzzed_buildable_game(toy_game, tmp_path, monkeypatch):
     from dialogrl.models import load_model
     from dialogrl.rollout import play
-    from test_parser_fuzz import fuzz_in_every_seat
+    from test_parser_fuzz import fuzz_in_every_role
 
     assert "toyguess" in envs.TASKS and envs.make_task("toyguess").roles == ("asker", "teller")
     game = envs.game_of("toyguess")
@@ -165,7 +165,7 @@ def test_a_new_folder_is_a_registered_fuzzed_buildable_game(toy_game, tmp_path, 
     scripted = play(game.TASK(), {r: game.population(r) for r in game.TASK.roles}, game.TASK().sample_scenarios(20, 0))
     assert game.TASK().metrics([e.state for e in scripted])["success"] == 1.0  # the honest teller, the direct asker
 
-    assert fuzz_in_every_seat(game.TASK(), game, n_games=30) <= {"guess", "turn_cap"}
+    assert fuzz_in_every_role(game.TASK(), game, n_games=30) <= {"guess", "turn_cap"}
 
     recipes = tiny.collect_recipes()
     assert recipes["tiny-toyguess"].config.hidden_size == 32 and "tiny-dond" in recipes

@@ -191,7 +191,7 @@ def check_04(summary: dict, params: dict):
     assert room["reference"] in room["references"] and room["ceiling"] == room["references"][room["reference"]]["mean"]
     assert summary["manipulation"]["telesales"]["ibrl"]["intervention"] in (True, False)   # the buyer changed?
     buyer = summary["manipulation"]["telesales"]["ibrl.buyer"]   # its own draw of scenarios, its own size
-    assert buyer["games"] == n * params["partner_check_scenarios"] != n * params["eval_scenarios"]
+    assert buyer["games"] == n * params["counterpart_check_scenarios"] != n * params["eval_scenarios"]
     assert "mismatch.telesales.unilateral-seller_minus_base" in summary["claims"]
     _power(summary["power"], n, ["telesales.success_at_1.ibrl_minus_unilateral-seller",
                                  "dond.agreement.ibrl_minus_unilateral-A", "dond.agreement.ibrl_minus_unilateral-B"])

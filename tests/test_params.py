@@ -158,7 +158,7 @@ def test_papermill_parameters_are_read_from_the_injected_cell(tmp_path):
     assert json.loads(text.strip().splitlines()[-1]) == [["profile", "steps"], "smoke", 1.0, 5]
 
 
-def test_a_judge_model_that_is_also_a_heldout_partner_is_refused(tmp_path):
+def test_a_judge_model_that_is_also_a_heldout_counterpart_is_refused(tmp_path):
     from dialogrl.params import check_judge_independent, model_identity
 
     check_judge_independent(None, ["Qwen/Qwen2.5-1.5B-Instruct"])                        # no LLM judge
@@ -174,13 +174,13 @@ def test_a_judge_model_that_is_also_a_heldout_partner_is_refused(tmp_path):
     snapshot = tmp_path / "hub" / "models--Qwen--Qwen2.5-1.5B-Instruct" / "snapshots" / "abc123"
     snapshot.mkdir(parents=True)
     assert model_identity(str(snapshot)) == "qwen/qwen2.5-1.5b-instruct"
-    with pytest.raises(ParameterError, match="held-out partner"):
+    with pytest.raises(ParameterError, match="held-out counterpart"):
         check_judge_independent(str(snapshot), ["Qwen/Qwen2.5-1.5B-Instruct"])
 
 
 @pytest.mark.parametrize("profile", sorted(Path(__file__).parents[1].glob("params/*/gpu.yaml")),
                          ids=lambda p: p.parent.name)
-def test_gpu_profiles_judge_with_a_model_no_heldout_partner_plays(profile):
+def test_gpu_profiles_judge_with_a_model_no_heldout_counterpart_plays(profile):
     import yaml
 
     from dialogrl.params import check_judge_independent

@@ -329,16 +329,16 @@ MARKERS = {
 }
 
 
-def fuzz_in_every_seat(task, game, n_games: int = 60, seed: int = 0) -> set[str]:
-    """Whole games of `task` with fuzz strings in every seat: fuzz against fuzz, then fuzz in each seat against the
+def fuzz_in_every_role(task, game, n_games: int = 60, seed: int = 0) -> set[str]:
+    """Whole games of `task` with fuzz strings in every role: fuzz against fuzz, then fuzz in each role against the
     game's scripted population (`game.population(role)`) in the others. Every game ends (by the rules or the turn
     cap), never raises, and has an outcome; the metrics read them all. Returns how the games ended."""
     scenarios = task.sample_scenarios(n_games, seed=seed)
-    seatings = [{r: FuzzAgent(seed + i) for i, r in enumerate(task.roles)}]
-    seatings += [{q: FuzzAgent(seed + 100 + i) if q == r else game.population(q, seed=seed) for q in task.roles}
-                 for i, r in enumerate(task.roles)]
+    lineups = [{r: FuzzAgent(seed + i) for i, r in enumerate(task.roles)}]
+    lineups += [{q: FuzzAgent(seed + 100 + i) if q == r else game.population(q, seed=seed) for q in task.roles}
+                for i, r in enumerate(task.roles)]
     ends = set()
-    for agents in seatings:
+    for agents in lineups:
         episodes = play(task, agents, scenarios)
         assert all(e.state.done for e in episodes)
         cap = getattr(task, "max_turns", None)
@@ -350,9 +350,9 @@ def fuzz_in_every_seat(task, game, n_games: int = 60, seed: int = 0) -> set[str]
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
-def test_every_registered_game_survives_fuzz_in_every_seat(name):
+def test_every_registered_game_survives_fuzz_in_every_role(name):
     """Every game of the registry (a new game's folder included, with no change here), at its default settings."""
-    ends = fuzz_in_every_seat(TASKS[name](), GAMES[name])
+    ends = fuzz_in_every_role(TASKS[name](), GAMES[name])
     assert ends and None not in ends
 
 
@@ -365,7 +365,7 @@ def finished(task, episodes, cap: int):
 
 
 @pytest.mark.parametrize("max_turns", [3, 10])
-def test_dond_offer_games_with_fuzz_in_every_seat(max_turns):
+def test_dond_offer_games_with_fuzz_in_every_role(max_turns):
     task = DealOrNoDeal(protocol="offer", max_turns=max_turns)
     scenarios = task.sample_scenarios(150, seed=max_turns)
     ends = set()
@@ -378,7 +378,7 @@ def test_dond_offer_games_with_fuzz_in_every_seat(max_turns):
 
 
 @pytest.mark.parametrize("max_turns", [3, 10])
-def test_dond_selection_games_with_fuzz_in_every_seat(max_turns):
+def test_dond_selection_games_with_fuzz_in_every_role(max_turns):
     task = DealOrNoDeal(protocol="selection", max_turns=max_turns)
     episodes = play(task, {"A": FuzzAgent(7), "B": FuzzAgent(8)}, task.sample_scenarios(200, seed=max_turns))
     finished(task, episodes, cap=max_turns + 2)  # the talk ends by the cap, then each role states a selection
@@ -386,7 +386,7 @@ def test_dond_selection_games_with_fuzz_in_every_seat(max_turns):
 
 
 @pytest.mark.parametrize("max_turns", [2, 10])
-def test_telesales_games_with_fuzz_in_every_seat(max_turns):
+def test_telesales_games_with_fuzz_in_every_role(max_turns):
     task = VehicleTeleSales(max_turns=max_turns)
     scenarios = task.sample_scenarios(150, seed=max_turns)
     buyers = telesales.population("buyer", None, seed=9)
@@ -411,7 +411,7 @@ def test_one_marker_frames_the_markers_of_every_game():
 
 
 @pytest.mark.parametrize("max_exchanges", [1, 5])
-def test_persuasion_games_with_fuzz_in_every_seat(max_exchanges):
+def test_persuasion_games_with_fuzz_in_every_role(max_exchanges):
     task = PersuasionForGood(max_exchanges=max_exchanges)
     scenarios = task.sample_scenarios(150, seed=max_exchanges)
     ends = set()
@@ -426,7 +426,7 @@ def test_persuasion_games_with_fuzz_in_every_seat(max_exchanges):
 
 
 @pytest.mark.parametrize("max_exchanges", [1, 5])
-def test_social_games_with_fuzz_in_every_seat_and_the_judge_reads_them(max_exchanges):
+def test_social_games_with_fuzz_in_every_role_and_the_judge_reads_them(max_exchanges):
     task = SocialScenes(max_exchanges=max_exchanges)
     scenarios = task.sample_scenarios(150, seed=max_exchanges)
     ends, judge = set(), RuleJudge()

@@ -56,12 +56,12 @@ def test_turn_gae_respects_padding():
     assert torch.allclose(adv[0, :2], torch.tensor([1 - 0.2, 1 - 0.3]))  # V(9.0) on padding is never used
 
 
-def test_token_gae_skips_the_partners_tokens():
-    # own tokens at 0, 1, 3 (2 is the partner's); reward on token 3, zero values, gamma = lam = 1
+def test_token_gae_skips_the_counterparts_tokens():
+    # own tokens at 0, 1, 3 (2 is the counterpart's); reward on token 3, zero values, gamma = lam = 1
     r = torch.tensor([[0.0, 0.0, 5.0, 1.0]])
     m = torch.tensor([[1, 1, 0, 1]])
     adv, _ = token_gae(r, torch.zeros(1, 4), m, gamma=1.0, lam=1.0)
-    assert torch.allclose(adv, torch.tensor([[1.0, 1.0, 0.0, 1.0]]))  # the partner's reward 5 never counts
+    assert torch.allclose(adv, torch.tensor([[1.0, 1.0, 0.0, 1.0]]))  # the counterpart's reward 5 never counts
 
 
 def test_expand_and_whiten():
@@ -75,7 +75,7 @@ def test_token_policy_loss_by_hand():
     logp_old = torch.zeros(1, 3)
     logp = torch.log(torch.tensor([[1.5, 0.9, 1.0]]))  # ratios 1.5, 0.9, 1.0
     adv = torch.tensor([[1.0, -1.0, 5.0]])
-    mask = torch.tensor([[1, 1, 0]])  # the third token is the partner's
+    mask = torch.tensor([[1, 1, 0]])  # the third token is the counterpart's
     loss, stats = policy_loss(logp, logp_old, adv, mask, clip_eps=0.2)
     # token 1: min(1.5*1, 1.2*1) = 1.2 ; token 2: min(0.9*-1, 0.9*-1) = -0.9
     assert torch.isclose(loss, torch.tensor(-(1.2 - 0.9) / 2))

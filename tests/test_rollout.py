@@ -48,8 +48,8 @@ def test_a_runaway_turn_is_cut_before_the_rules_parse_it_and_counted():
 
 
 def test_personas_differ_in_toughness():
-    """Against the same partner ("fair"), tough personas leave it less and walk away more often than soft ones.
-    (Measured on 200 scenarios: partner score greedy 5.8 vs fair 7.0, agreement stubborn 0.70 vs conceder 1.00.)"""
+    """Against the same counterpart ("fair"), tough personas leave it less and walk away more often than soft ones.
+    (Measured on 200 scenarios: counterpart score greedy 5.8 vs fair 7.0, agreement stubborn 0.70 vs conceder 1.00.)"""
     scenarios = TASK.sample_scenarios(200, seed=2)
 
     def vs_fair(p):
@@ -81,7 +81,7 @@ def test_population_draws_each_member_reproducibly():
 def test_corpus_views():
     corpus = dond_corpus(10, seed=0, views="both")
     assert len(corpus) == 20 and all(any(m["role"] == "assistant" for m in c) for c in corpus)
-    view_a, view_b = corpus[0], corpus[1]  # the same game from both sides: A's turns are B's partner turns
+    view_a, view_b = corpus[0], corpus[1]  # the same game from both sides: A's turns are B's counterpart's turns
     assert [m["content"] for m in view_a if m["role"] == "assistant"] == \
         [m["content"] for m in view_b if m["role"] == "user"]
     assert len(dond_corpus(10, seed=0, views="one")) == 10

@@ -214,7 +214,7 @@ def test_save_games_show_transcripts_and_finish_run(tmp_path, capsys):
 
     from dialogrl.run import finish_run, save_games, show_transcripts
 
-    records = [{"policy": p, "seat": "A", "counterpart": "x", "outcome": {"A": 1},
+    records = [{"policy": p, "role": "A", "counterpart": "x", "outcome": {"A": 1},
                 "turns": [{"role": "A", "text": f"hi from {p}"}]} for p in ("base", "ibrl", "ibrl")]
     save_games(tmp_path, pd.DataFrame({"score": [1.0]}), records)
     assert pd.read_csv(tmp_path / "games.csv")["score"].tolist() == [1.0]

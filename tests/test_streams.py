@@ -76,28 +76,28 @@ def test_games_of_one_scenario_draw_apart_with_seeds_and_alike_without():
 
 @pytest.mark.parametrize("counterpart", ["scripted", "lm", "vs"])
 def test_the_first_50_games_of_an_80_game_evaluation_are_a_50_game_evaluation(dond_lm, counterpart):
-    """Every game draws from its own seed (eval seed, scenario, seat, counterpart): what else is evaluated, the
+    """Every game draws from its own seed (eval seed, scenario, role, counterpart): what else is evaluated, the
     batch it runs in, and torch's global generator change nothing."""
     model, tok = dond_lm
     policy = LMAgent(model, tok, max_new_tokens=16)
     other = {"scripted": lambda: ScriptedAgent("erratic", 1),
-             "lm": lambda: LMAgent(model, tok, max_new_tokens=16, name="partner"),
+             "lm": lambda: LMAgent(model, tok, max_new_tokens=16, name="counterpart"),
              "vs": lambda: VerbalizedSampling(LMAgent(model, tok, max_new_tokens=16), k=2, retries=1)}[counterpart]
     n = 30 if counterpart == "vs" else 80   # VS asks up to twice per turn
     m = n * 5 // 8
-    seats = None if counterpart == "scripted" else ["A"]   # (an LM in both seats: the same code twice)
+    roles = None if counterpart == "scripted" else ["A"]   # (an LM in both roles: the same code twice)
     scenarios = TASK.sample_scenarios(n, seed=stream_seed("eval-scenarios", 0))
     assert scenarios[:m] == TASK.sample_scenarios(m, seed=stream_seed("eval-scenarios", 0))
     torch.manual_seed(1)
-    rows_n, eps_n = cross_play(TASK, {"base": policy}, {counterpart: other()}, scenarios, seats, seed=7,
+    rows_n, eps_n = cross_play(TASK, {"base": policy}, {counterpart: other()}, scenarios, roles, seed=7,
                                return_episodes=True)
     torch.manual_seed(2)   # another global state, another batch: the same games
-    rows_m, eps_m = cross_play(TASK, {"base": policy}, {counterpart: other()}, scenarios[:m], seats, seed=7,
+    rows_m, eps_m = cross_play(TASK, {"base": policy}, {counterpart: other()}, scenarios[:m], roles, seed=7,
                                return_episodes=True)
     for cell, episodes in eps_m.items():
         assert games(eps_n[cell][:m]) == games(episodes), cell
         assert logprobs(eps_n[cell][:m]) == pytest.approx(logprobs(episodes), abs=1e-5)
-    first = rows_n.groupby("seat", sort=False).head(m).reset_index(drop=True)
+    first = rows_n.groupby("role", sort=False).head(m).reset_index(drop=True)
     pd.testing.assert_frame_equal(first, rows_m)
     assert len({str(g) for g in games(eps_m["base", counterpart, "A"])}) > m // 2   # the games differ from each other
 
@@ -110,8 +110,8 @@ def test_methods_face_the_same_random_numbers_and_a_seed_replays_its_games(dond_
     a, b = LMAgent(model, tok, max_new_tokens=16), LMAgent(model, tok, max_new_tokens=16)
     _, played = cross_play(TASK, {"base": a, "trained": b}, {"fair": ScriptedAgent("fair", 0)}, scenarios,
                            return_episodes=True)
-    for seat in TASK.roles:
-        assert games(played["base", "fair", seat]) == games(played["trained", "fair", seat])
+    for role in TASK.roles:
+        assert games(played["base", "fair", role]) == games(played["trained", "fair", role])
     seeds = [stream_seed("eval-games", 9, k) for k in range(12)]
     agents = {"A": a, "B": a}
     once, again = play(TASK, agents, scenarios, seeds=seeds), play(TASK, agents, scenarios[::-1], seeds=seeds[::-1])
@@ -155,7 +155,7 @@ def test_no_two_training_steps_share_a_scenario_id_and_every_dialogue_has_its_ow
 
 
 def test_panel_eval_plays_each_member_alike_alone_and_restores_every_rng_state(dond_toy_dir, monkeypatch):
-    """Each member's games key on (seed, scenario, seat, member): a panel of one gives that member's numbers of the
+    """Each member's games key on (seed, scenario, role, member): a panel of one gives that member's numbers of the
     whole panel. The evaluation restores python's, numpy's, torch's and (where there is CUDA) CUDA's RNG states;
     a stand-in CUDA RNG here records that it was saved and restored."""
     import random
@@ -286,11 +286,11 @@ def test_cells_whose_wrappers_share_a_model_play_apart_and_as_alone(dond_lm):
     assert [games(e) for e in play_cells(TASK, cells)] == [games(e) for e in alone]
 
 
-@pytest.mark.parametrize("partner_adapter", ["B", None])
-def test_agents_of_one_model_share_one_batch_and_play_as_they_do_apart(dond_toy_dir, partner_adapter):
+@pytest.mark.parametrize("counterpart_adapter", ["B", None])
+def test_agents_of_one_model_share_one_batch_and_play_as_they_do_apart(dond_toy_dir, counterpart_adapter):
     """LMAgents on one peft model (HF engine) decode in one batch, each row through its own adapter, temperature and
     turn length: every game is the game they play with a batch each (the adapters differ, so a row routed through
-    the wrong one would show), in fewer forward passes. The partner is adapter B, or the base model."""
+    the wrong one would show), in fewer forward passes. The counterpart is adapter B, or the base model."""
     model, tok = load_model(str(dond_toy_dir), adapters=["A", "B"], device="cpu", lora_r=4)
     torch.manual_seed(0)
     with torch.no_grad():
@@ -302,7 +302,7 @@ def test_agents_of_one_model_share_one_batch_and_play_as_they_do_apart(dond_toy_
 
     def pairing(share: bool) -> dict:
         return {"A": LMAgent(model, tok, adapter="A", max_new_tokens=16, lean=False, share_batch=share, name="a"),
-                "B": LMAgent(model, tok, adapter=partner_adapter, max_new_tokens=10, temperature=0.7, lean=False,
+                "B": LMAgent(model, tok, adapter=counterpart_adapter, max_new_tokens=10, temperature=0.7, lean=False,
                              share_batch=share, name="b")}
 
     with counting_forwards() as apart_passes:
@@ -317,5 +317,5 @@ def test_agents_of_one_model_share_one_batch_and_play_as_they_do_apart(dond_toy_
     assert max(len(t.completion_ids) for e in shared for t in e.state.turns if t.role == "B") <= 10
     assert shared_passes.n < 0.75 * apart_passes.n
     swapped = pairing(False)
-    swapped["A"].adapter = "B" if partner_adapter == "B" else None
+    swapped["A"].adapter = "B" if counterpart_adapter == "B" else None
     assert games(play(TASK, swapped, scenarios, seeds=seeds)) != games(apart)   # the adapter matters

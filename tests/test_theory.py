@@ -304,17 +304,17 @@ def test_returns_by_horizon_plays_paired_games():
 
     rp, rq, games = returns_by_horizon(hs, lambda H: DealOrNoDeal(max_turns=H), policy_at,
                                        lambda: ScriptedAgent("fair", 1), lambda: ScriptedAgent("stubborn", 1),
-                                       scenarios, seat="A", seed=100, labels=("sim", "proxy"))
+                                       scenarios, role="A", seed=100, labels=("sim", "proxy"))
     assert calls == [(H, H) for H in hs] and len(rp) == len(rq) == 4 and all(len(r) == 20 for r in rp + rq)
     assert set(games["counterpart"]) == {"sim", "proxy"} and list(games["H"].unique()) == hs
     alone = cross_play(DealOrNoDeal(max_turns=6), {"policy": ScriptedAgent("greedy", 0)},
-                       {"sim": ScriptedAgent("fair", 1)}, scenarios, seats=["A"], seed=stream_seed("horizons", 100, 6))
+                       {"sim": ScriptedAgent("fair", 1)}, scenarios, roles=["A"], seed=stream_seed("horizons", 100, 6))
     assert np.array_equal(rp[2], alone["score"].to_numpy(float))
     assert list(games[(games["H"] == 6) & (games["counterpart"] == "sim")]["scenario"]) == [s.id for s in scenarios]
     check = compounding_check(hs, rp, rq, np.full(8, 0.05), r_max=10.0, reward="terminal")
     assert check.n_scenarios == 20
     with pytest.raises(ValueError, match="labels must differ"):
-        returns_by_horizon(hs, DealOrNoDeal, policy_at, None, None, scenarios, seat="A", labels=("x", "x"))
+        returns_by_horizon(hs, DealOrNoDeal, policy_at, None, None, scenarios, role="A", labels=("x", "x"))
 
 
 def test_history_shift_reads_played_games_or_their_states():
@@ -330,7 +330,7 @@ def test_history_shift_reads_played_games_or_their_states():
     est = history_shift(greedy, [e.state for e in giving], 4, n=80, seed=0)
     assert list(est.turns) == [1, 2, 3, 4]
     assert np.array_equal(est.estimate, history_shift([e.state for e in greedy], giving, 4, n=80, seed=0).estimate)
-    # turn 1 is the same agent's opening on the same scenarios; from the partner's first reply on, the interval of
+    # turn 1 is the same agent's opening on the same scenarios; from the counterpart's first reply on, the interval of
     # the shift excludes zero
     assert est.estimate[0] == 0 and (est.lo[1:] > 0).all()
     assert not history_shift(greedy, greedy, 4, n=80, seed=0).estimate.any()   # games against themselves: no shift

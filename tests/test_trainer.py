@@ -251,7 +251,8 @@ def test_per_turn_rewards_reach_the_turns_that_earned_them(dond_toy_dir):
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
 def test_resume_matches_an_uninterrupted_run_exactly(dond_toy_dir, tmp_path, algorithm):
     """Stop after 2 of 3 steps, start a fresh trainer from the checkpoint: the same weights as 3 straight steps.
-    The grpo run has a scripted partner, whose private RNG is part of the checkpoint; the ppo run two minibatches."""
+    The grpo run has a scripted counterpart, whose private RNG is part of the checkpoint; the ppo run two
+    minibatches."""
     def new_trainer():
         seed_everything(5)
         model, tok = load_model(str(dond_toy_dir), adapters=["A", "B"], device="cpu", lora_r=4)
@@ -478,7 +479,7 @@ def test_train_writes_the_effective_config_to_the_run_folder(dond_toy_dir, tmp_p
 
 def test_population_cotraining_pool_holds_distinct_checkpoints_and_trains_only_the_live_simulator(dond_toy_dir):
     """SimulatorPool (size 2, a snapshot every step) over 4 steps: FIFO slots, each a copy of the live simulator at
-    its step, distinct from each other; the simulator's seat holds a population; the live simulator learns only
+    its step, distinct from each other; a population plays the simulator's role; the live simulator learns only
     from the games it played, and every trainable role logs its share of all-equal reward groups."""
     from dialogrl.game import Population
     from dialogrl.rl.methods import scope

@@ -64,7 +64,7 @@ def test_a_played_game_lays_out_token_in_token_out(dond, role):
     model, tok = dond
     seed_everything(2)
     agents = {role: LMAgent(model, tok, max_new_tokens=32), TASK.other(role): ScriptedAgent("fair", seed=1)}
-    # 32 games: enough that the role speaks again after the partner in several (B does only in games without a deal
+    # 32 games: enough that the role speaks again after the counterpart in several (B does only in games without a deal
     # by the third turn; 8 games held 2 such on one build and 1 on another)
     episodes = play(TASK, agents, TASK.sample_scenarios(32, seed=5))
     multi = 0
@@ -91,12 +91,12 @@ def test_a_played_game_lays_out_token_in_token_out(dond, role):
         for (a, b), t in zip(segments, own):
             assert ids[a:b] == t.completion_ids and logps[a:b] == t.logprobs
             assert tok.decode(ids[a:b], skip_special_tokens=True).strip() == t.text
-        # the partner's turns between the role's first and last ones sit in the mask-0 part
+        # the counterpart's turns between the role's first and last ones sit in the mask-0 part
         hidden = tok.decode([i for i, m in zip(ids, mask) if not m])
         between = ep.state.turns[ep.state.turns.index(own[0]):ep.state.turns.index(own[-1])]
-        partner = [t for t in between if t.role != role]
-        assert all(t.text in hidden for t in partner)
-        multi += bool(partner)
+        theirs = [t for t in between if t.role != role]
+        assert all(t.text in hidden for t in theirs)
+        multi += bool(theirs)
         # the sampling log-probs are the model's own on this one sequence (what TRL recomputes, at temperature 1)
         seq = torch.tensor([lay.prompt_ids + ids])
         with torch.no_grad():
@@ -104,7 +104,7 @@ def test_a_played_game_lays_out_token_in_token_out(dond, role):
         recomputed = full.gather(-1, seq[0, 1:, None]).squeeze(-1)[len(lay.prompt_ids) - 1:]
         on = torch.tensor(mask, dtype=torch.bool)
         assert (recomputed[on] - torch.tensor(logps)[on]).abs().max().item() < 1e-4
-    assert multi >= 2  # games where the role spoke again after the partner: the case that needs the layout
+    assert multi >= 2  # games where the role spoke again after the counterpart: the case that needs the layout
 
 
 def test_layout_rejects_a_template_that_rewrites_history_and_masks_retokenized_turns():
@@ -145,7 +145,7 @@ def test_grpo_trainer_trains_one_role_over_whole_games(tmp_path, monkeypatch):
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental in TRL: we know
     seed_everything(0)
     model, tok = tiny_dond()
-    rollout = make_rollout_func(TASK, role="A", partner=ScriptedAgent("fair", seed=0), max_new_tokens=24,
+    rollout = make_rollout_func(TASK, role="A", counterpart=ScriptedAgent("fair", seed=0), max_new_tokens=24,
                                 strict=True)
     calls = []
 

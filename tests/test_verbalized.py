@@ -21,7 +21,7 @@ GOOD = vs_answer([("yes", 0.5), ("no", 0.2), ("maybe", 0.1), ("later", 0.1), ("w
 def test_prompt_layout():
     msgs = [{"role": "system", "content": "You are a worker."}, {"role": "user", "content": "You speak first."},
             {"role": "assistant", "content": "hello"}, {"role": "user", "content": "would you donate?"}]
-    vs = vs_messages(msgs, 5, speaker="You", partner="Persuader")
+    vs = vs_messages(msgs, 5, speaker="You", counterpart="Persuader")
     assert [m["role"] for m in vs] == ["system", "user"]
     assert vs[0]["content"].startswith("You are a worker. Give 5 different replies") and '"probability"' in \
         vs[0]["content"]

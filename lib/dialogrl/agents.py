@@ -250,7 +250,7 @@ class VerbalizedSampling(StreamingAgent):
     """
 
     def __init__(self, lm: LMAgent, k: int = 5, mode: str = "random", retries: int = 2, seed: int = 0,
-                 name: str | None = None, speaker: str = "You", partner: str = "Partner"):
+                 name: str | None = None, speaker: str = "You", counterpart: str = "Partner"):
         if not isinstance(k, int) or k < 1:
             raise ValueError(f"k={k!r}: must be an int >= 1")
         if mode not in VS_MODES:
@@ -258,7 +258,7 @@ class VerbalizedSampling(StreamingAgent):
         if not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries={retries!r}: must be an int >= 0")
         self.lm, self.k, self.mode, self.retries, self.seed = lm, k, mode, retries, seed
-        self.speaker, self.partner = speaker, partner
+        self.speaker, self.counterpart = speaker, counterpart
         self.name = name or f"vs-{mode}({lm.name})"
         self.stats: dict = {}
         self.reset_stats()
@@ -288,7 +288,7 @@ class VerbalizedSampling(StreamingAgent):
             if r.state.info.get("phase") == "select":
                 ask = r
             else:
-                ask = dataclasses.replace(r, messages=vs_messages(r.messages, self.k, self.speaker, self.partner))
+                ask = dataclasses.replace(r, messages=vs_messages(r.messages, self.k, self.speaker, self.counterpart))
                 self.stats["attempts"] += 1
             self._asked[id(ask)] = (r, attempt)
             out.append(ask)

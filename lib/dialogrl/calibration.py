@@ -40,7 +40,7 @@ from dialogrl.trl_compat import plain_logprob_kernel
 
 def role_conversations(task: Task, games: Sequence[GameState], role: str) -> list[list[dict]]:
     """Each finished game as `role`'s chat view: the system prompt with its private information, its own turns as
-    the assistant's and the partner's as the user's. Games in which `role` never spoke are skipped."""
+    the assistant's and the counterpart's as the user's. Games in which `role` never spoke are skipped."""
     out = []
     for state in games:
         if any(t.role == role for t in state.talk_turns()):

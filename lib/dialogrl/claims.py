@@ -15,7 +15,7 @@ reaches against the same counterpart (`dialogrl.room.room_test`; a nominal ceili
 where no reference was measured, and the record says which). The threshold is fixed here, before any method is
 compared, and the same for every notebook. An **intervention check** says whether the manipulation itself happened
 (Verbalized Sampling's answers were usable, calibration lowered the shift, the process reward varied within groups,
-the co-trained partner changed): a method whose intervention did not happen did not test what the paper is about.
+the co-trained counterpart changed): a method whose intervention did not happen did not test what the paper is about.
 
 The four verdicts, computed from numbers only (nobody types one), gated in both directions:
 
@@ -52,7 +52,7 @@ ROOM_SHARE = 0.25  # a method passes its manipulation check with a gain of at le
 
 
 def manipulation_check(trained: pd.DataFrame, base: pd.DataFrame, metric: str, ceiling: float,
-                       keys: Sequence[str] = ("counterpart", "seat", "scenario"), cluster: str = "seed",
+                       keys: Sequence[str] = ("counterpart", "role", "scenario"), cluster: str = "seed",
                        share: float = ROOM_SHARE, reference: str | None = None) -> dict:
     """Did a trained method move its own training objective? Its gain over the base, with a t-interval over seeds.
 
@@ -62,7 +62,7 @@ def manipulation_check(trained: pd.DataFrame, base: pd.DataFrame, metric: str, c
         the best reference policy `reference` reaches against that counterpart (`room.room_test`); reference None:
         a nominal ceiling (the largest value the metric can take), which the record calls so.
     keys: what pairs a trained game with a base game (with the seed). The `counterpart` column may name the
-        counterpart differently on the two sides (a method's own training partner vs the base's); pass keys
+        counterpart differently on the two sides (a method's own training counterpart vs the base's); pass keys
         without it then and make sure each side holds one game per key.
     Returns `check_record`'s dict, with "seeds" and "games".
     """
@@ -76,8 +76,8 @@ def manipulation_check(trained: pd.DataFrame, base: pd.DataFrame, metric: str, c
 
 
 def method_check(games: pd.DataFrame, method: str, metric: str, ceiling: float, base: str = "base", by: str = "method",
-                 keys: Sequence[str] = ("counterpart", "seat", "scenario"), reference: str | None = None) -> dict:
-    """`manipulation_check` of `method`'s games in `games` (e.g. the games against its training partner) against the
+                 keys: Sequence[str] = ("counterpart", "role", "scenario"), reference: str | None = None) -> dict:
+    """`manipulation_check` of `method`'s games in `games` (e.g. the games against its training counterpart) against the
     base's games in the same frame."""
     return manipulation_check(games[games[by] == method], games[games[by] == base], metric, ceiling, keys=keys,
                               reference=reference)
@@ -117,7 +117,7 @@ def intervention(what: str, value: float | None, at_least: float | None = None, 
     least `at_least` and strictly above `above` (each None: no bound), and where `ci` (the value's interval) is given,
     that interval must exclude zero (a change, either way; a nan bound: not measured). E.g. intervention("usable VS
     answers", 0.93, at_least=0.8), intervention("top-1 reply share, single minus VS", 0.12, above=0.0),
-    intervention("the partner changed", -0.04, ci=(-0.07, -0.01)).
+    intervention("the counterpart changed", -0.04, ci=(-0.07, -0.01)).
     Returns {"what", "value", "ci", "at_least", "above", "happened", ...extra}."""
     unmeasured = [value] + list(ci or [])
     happened = None if any(v is None or math.isnan(v) for v in unmeasured) else bool(

@@ -37,9 +37,9 @@ def before_last_reply(state: GameState, role: str) -> GameState:
 
 def states_before_reply(task: Task, policy: Agent, simulator: Agent, scenarios: Sequence, role: str, seed: int,
                         name: str) -> list[GameState]:
-    """Games of `policy` (in seat `role`) against `simulator` on `scenarios`, each cut before the simulator's last
+    """Games of `policy` (playing `role`) against `simulator` on `scenarios`, each cut before the simulator's last
     reply; the games are cross_play's, the simulator named `name` (its streams: evaluate.cross_play)."""
-    played = cross_play(task, {"policy": policy}, {name: simulator}, scenarios, seats=[role], seed=seed,
+    played = cross_play(task, {"policy": policy}, {name: simulator}, scenarios, roles=[role], seed=seed,
                         return_episodes=True)[1]["policy", name, role]
     return [before_last_reply(e.state, task.other(role)) for e in played]
 
@@ -64,13 +64,13 @@ def reply_sample(agent: Agent, request: ActRequest, n: int, rng: np.random.Gener
     a VS answer's candidate is drawn with `rng`."""
     if not isinstance(agent, VerbalizedSampling):
         return [u.text for u in agent.generate([request.messages] * n)]
-    prompt = vs_messages(request.messages, agent.k, agent.speaker, agent.partner)
+    prompt = vs_messages(request.messages, agent.k, agent.speaker, agent.counterpart)
     return [vs_reply(agent, u.text, rng, unusable) for u in agent.lm.generate([prompt] * n)]
 
 
 def sample_at_states(task: Task, states: Sequence[GameState], role: str, agents: Mapping[str, Agent], n: int,
                      rng: np.random.Generator, unusable: list[bool]) -> dict[str, list[list[str]]]:
-    """{name: replies per state} of each agent in seat `role` at each state (`reply_sample`; state by state, the
+    """{name: replies per state} of each agent playing `role` at each state (`reply_sample`; state by state, the
     agents in their order: the order of torch's draws)."""
     replies = {name: [] for name in agents}
     for st in states:
@@ -87,7 +87,7 @@ def sample_replies(agent: Agent, chats: Sequence[list[dict]], n: int, seed: int,
     common random numbers across simulators and batch sizes."""
     vs = isinstance(agent, VerbalizedSampling)
     lm = agent.lm if vs else agent
-    rows = [vs_messages(c, agent.k, agent.speaker, agent.partner) if vs else c for c in chats for _ in range(n)]
+    rows = [vs_messages(c, agent.k, agent.speaker, agent.counterpart) if vs else c for c in chats for _ in range(n)]
     keys = [stream_seed("eval-games", seed, key, i, j) for i in range(len(chats)) for j in range(n)]
     texts = [u.text for b in range(0, len(rows), batch)
              for u in lm.generate(rows[b:b + batch], rngs=[stream_rng("tokens", g, role) for g in keys[b:b + batch]])]
@@ -129,10 +129,10 @@ def spread_record(replies: Mapping[str, list[list[str]]], rows: pd.DataFrame, me
 def collapse_at_states(task: Task, simulators: Mapping[str, Agent], policy: Agent, scenarios: Sequence, role: str,
                        samples: int, seed: int, spread: Callable[[dict], pd.DataFrame], measures: Sequence[str],
                        reference: str = "reference", name: str = "ref") -> tuple[dict, pd.DataFrame]:
-    """The collapse of simulators that play the game's own seat: `policy` (seat `role`) plays simulators[reference]
-    (named `name` in the games, which keys their streams) on `scenarios`; each game is cut before the simulator's
-    last reply, and at each cut every simulator samples `samples` replies (`sample_at_states`: one batch per state
-    from torch's generator, so seed it first; VS draws from default_rng(seed)). `spread` measures the replies
+    """The collapse of simulators that play the game's own role: `policy` (playing `role`) plays simulators[reference]
+    (named `name` in the games, which keys their streams) on `scenarios`; each game is cut before the simulator's last
+    reply, and at each cut every simulator samples `samples` replies (`sample_at_states`: one batch per state from
+    torch's generator, so seed it first; VS draws from default_rng(seed)). `spread` measures the replies
     (`reply_spread`). Returns `spread_record`'s record and the spread's rows."""
     states = states_before_reply(task, policy, simulators[reference], scenarios, role, seed, name=name)
     unusable: list[bool] = []
@@ -145,7 +145,7 @@ def collapse_at_states(task: Task, simulators: Mapping[str, Agent], policy: Agen
 def collapse_at_chats(task: Task, talker, simulators: Mapping[str, Agent], policy: Agent, scenarios: Sequence,
                       role: str, samples: int, seed: int, spread: Callable[[dict], pd.DataFrame],
                       measures: Sequence[str], reference: str = "reference") -> tuple[dict, pd.DataFrame]:
-    """The collapse of a model's simulators, sampled on the model's own chats: `policy` (seat `role`) plays `talker`
+    """The collapse of a model's simulators, sampled on the model's own chats: `policy` (playing `role`) plays `talker`
     (a counterpart.LMCounterpart of the model) on `scenarios`; each game is cut before the talker's last reply
     (`states_before_reply`), and at each cut every simulator samples `samples` replies to the chat the talker saw
     (`sample_replies`, streams keyed "collapse/<talker.name>"). `spread` measures the replies (`reply_spread`).

@@ -194,7 +194,7 @@ def workload(stem: str, p: dict) -> list[dict]:
     """What a notebook's training runs hold and do, from its parameters `p` (the cell's values under a profile): one
     record per kind of run: {"what", "model" (the trained one), "others" (frozen models on the device while it trains),
     "runs", "steps", "games" (per step), "turns" (per game, both roles), "tokens" (per turn), "trained_turns" (per game
-    and adapter), "adapters", "lm_seats" (language-model agents in a game, each with its KV cache), "step_forwards"
+    and adapter), "adapters", "lm_agents" (language-model agents in a game, each with its KV cache), "step_forwards"
     (sequential passes a step adds after its games: the LLM judge), "eval_plays" (a run's evaluations of
     "eval_games" games a counterpart, in plays of two language-model agents: a play of m such agents, each with its
     own batch, counts m / 2), "sft" (the full fine-tunes before the runs, one at a time in the notebook's process:
@@ -204,7 +204,7 @@ def workload(stem: str, p: dict) -> list[dict]:
     seeds, games = p["n_seeds"], p["scenarios_per_step"] * p["group_size"]
     curve = p["steps"] // p["eval_every"] if p.get("eval_every") else 0   # the learning curve's evaluations
     base = {"steps": p["steps"], "games": games, "tokens": p["max_new_tokens"], "sft": [], "step_forwards": 0,
-            "lm_seats": 2, "adapters": 1, "eval_games": p["eval_scenarios"], "check_plays": 0}
+            "lm_agents": 2, "adapters": 1, "eval_games": p["eval_scenarios"], "check_plays": 0}
     if stem == "01_calibrated_interactive_rl":
         horizons = len(p["horizons"]) if p["train_each_horizon"] else 0
         model, turns = p["policy_model"], p["max_turns"]
@@ -214,12 +214,12 @@ def workload(stem: str, p: dict) -> list[dict]:
         if p["human_logs"]:   # the human proxy, on its own quarter of the logs
             sft.append(0.25 * logs * log_tokens * p["human_model_epochs"])
         evals = (1 + bool(p["human_logs"])) / 2   # the policy against the proxy (a model of the logs, or scripted)
-        return [{**base, "what": "interactive and calibrated RL (a simulator in the user's seat)", "model": model,
+        return [{**base, "what": "interactive and calibrated RL (a simulator in the user's role)", "model": model,
                  "others": [model], "runs": seeds * (2 + horizons), "turns": turns, "trained_turns": turns // 2,
                  "eval_plays": evals, "sft": sft,
                  "check_plays": 2 * seeds * 0.5 + 2 * seeds},   # both simulators' probes and rooms
                 {**base, "what": "static context RL (one turn per logged context)", "model": model, "others": [],
-                 "runs": seeds, "turns": 1, "trained_turns": 1, "lm_seats": 1, "eval_plays": evals}]
+                 "runs": seeds, "turns": 1, "trained_turns": 1, "lm_agents": 1, "eval_plays": evals}]
     if stem == "02_socialrl":
         trained = [m for m in p["methods"] if m != "base"]
         llm_judge, lm_partner = p["judge"] == "llm", bool(p["partner_model"])
@@ -257,7 +257,7 @@ def workload(stem: str, p: dict) -> list[dict]:
                         "model": p[f"{task}_model"], "others": [heldout] if heldout else [], "adapters": 2,
                         "runs": seeds * (2 + bool(p["ablation"])), "turns": p["max_turns"],
                         "trained_turns": p["max_turns"] // 2,   # + IB-RL's buyer's own check (one run in two)
-                        "eval_plays": (2 + lm_panel) / 2 + (task == "telesales") * p["partner_check_scenarios"] / (
+                        "eval_plays": (2 + lm_panel) / 2 + (task == "telesales") * p["counterpart_check_scenarios"] / (
                             2 * p["eval_scenarios"]),
                         "check_plays": roles * (seeds + lm_panel) * 0.5 + 2 * seeds})
         return out
@@ -303,7 +303,7 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
         others = sum(weight_bytes(hub_config(m), precision) for m in set(w["others"]) if m in HUB_CONFIGS)
         context = int(PROMPT_TOKENS + w["turns"] * w["tokens"])
         chunk = chunk_shape(context, w["trained_turns"], w["tokens"], minibatch_turns, minibatch_tokens)
-        games = max(w["games"], w["eval_games"]) * w["lm_seats"]   # an evaluation cell plays all its games at once
+        games = max(w["games"], w["eval_games"]) * w["lm_agents"]   # an evaluation cell plays all its games at once
         phases = {"update": update_memory(config, *chunk, precision, lora_r, w["adapters"],
                                           other_weights=others)["total"],
                   "decode": decode_memory(config, games * context, games, precision, other_weights=others)["total"]}

@@ -4,7 +4,7 @@ A task
   - samples scenarios from a seeded generator (`sample_scenarios(n, seed)`): the private information of every role;
   - starts a game state for a scenario (`reset`) and says whose turn it is (`current_role`);
   - gives each role its private view as chat messages (`view`): a system prompt with its private information, then the
-    shared history from its own point of view (its own turns as `assistant`, the partner's as `user`);
+    shared history from its own point of view (its own turns as `assistant`, the other role's as `user`);
   - parses an utterance into game actions and applies the rules (`step`), marking rule breaks on the Turn and
     ending the game when the rules say so (`state.done`);
   - scores the outcome for every role (`outcome`) and aggregates metrics over many games (`metrics`);
@@ -20,8 +20,8 @@ A `StreamingAgent` (a language model) instead takes turns whenever games need on
 one decoding step at a time (`advance`) and hands back the turns that ended, so the rollout engine can batch turns
 continuously. `Population` plays one of several agents per game.
 
-What every game shares: `TurnTakingTask` (two roles in turn: the view, whose turn, the start of `step`, a role's
-private `note` on the partner's turns), `one_marker` (the framing rules of markers), `has_cue` (the cue lexicons' word
+What every game shares: `TurnTakingTask` (two roles in turn: the view, whose turn, the start of `step`, a role's private
+`note` on the other role's turns), `one_marker` (the framing rules of markers), `has_cue` (the cue lexicons' word
 matcher), `PersonaAgent` (the shape of each game's `ScriptedAgent`), `scripted_population` (the body of each game's
 `population`) and `Probe` (what each game's `probe(role)` gives the responsiveness check).
 """
@@ -120,8 +120,8 @@ class Task:
         """Numeric features of `state`, read just after a turn, for predicting `role`'s final outcome reward.
 
         The input of the turn-level reward model of Static Context RL (dialogrl.rl.static). Every call must return
-        the same keys. It is the environment's reward model, so it may read privileged information (the partner's
-        private values). Optional: only tasks trained with Static Context RL implement it.
+        the same keys. It is the environment's reward model, so it may read privileged information (the other
+        role's private values). Optional: only tasks trained with Static Context RL implement it.
         """
         raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no turn_features(state, role); "
                                   "implement it to fit a turn-level reward model (see dialogrl.rl.static)")
@@ -144,7 +144,7 @@ class Task:
         raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no language-model counterpart")
 
     def other(self, role: str) -> str:
-        """The partner of `role` in a two-role task."""
+        """The other role of a two-role task: the one `role` plays against."""
         a, b = self.roles
         return b if role == a else a
 
@@ -152,7 +152,7 @@ class Task:
 class TurnTakingTask(Task):
     """A game of two roles that speak in turn, `roles[0]` first. A role's view is its system prompt (its private
     information: `system_prompt(scenario, role)`) and the talk so far, which `opening` begins for the first speaker;
-    a partner's turn carries what the role privately makes of it (`note`), where the game gives it one.
+    the other role's turn carries what the role privately makes of it (`note`), where the game gives it one.
     `step` ends a finished game with an error and hands the turn to `take_turn(state, role, text)`, the game's rules."""
     opening: str = "You speak first."
 
@@ -160,10 +160,10 @@ class TurnTakingTask(Task):
         raise NotImplementedError
 
     def note(self, state: GameState, upto: int, role: str) -> str:
-        """What `role` privately makes of the partner's turn `state.turns[upto]`, from its own private information
+        """What `role` privately makes of the other role's turn `state.turns[upto]`, from its own private information
         and the talk up to that turn: a short line appended to that turn in `role`'s view ('' for none, the
         default). A game uses it to make a decision legible that a small model cannot work out (the TeleSales
-        buyer: whether an offer meets its needs and budget); the partner never sees it."""
+        buyer: whether an offer meets its needs and budget); the other role never sees it."""
         return ""
 
     def take_turn(self, state: GameState, role: str, text: str) -> Turn:
@@ -190,8 +190,8 @@ class TurnTakingTask(Task):
 
 def history_messages(state: GameState, role: str, opening: str | None,
                      note: Callable[[int], str] | None = None) -> list[dict]:
-    """The talk so far from `role`'s point of view: its own turns as assistant, the partner's as user, each partner
-    turn followed on a new line by `note(i)` where that is not empty (i: the turn's index in `state.turns`).
+    """The talk so far from `role`'s point of view: its own turns as assistant, the other role's as user, each of
+    those followed on a new line by `note(i)` where that is not empty (i: the turn's index in `state.turns`).
 
     If `role` speaks first, `opening` (a short user message) stands before its first turn, so every chat template
     sees a user message before the first assistant one.

@@ -299,26 +299,26 @@ def model_identity(name: str) -> str:
     return name.lower() if HUB_ID_PATTERN.match(name) and not name.startswith(("/", ".", "~")) else name
 
 
-def check_judge_independent(judge_model: str | None, partner_models, name: str = "judge_model",
-                            partners_name: str = "heldout_models") -> None:
-    """Refuse an LLM judge (or another model of the training pipeline: a training partner, name="partner_model")
-    that is also one of the held-out partner models (ParameterError, a ValueError).
+def check_judge_independent(judge_model: str | None, counterpart_models, name: str = "judge_model",
+                            counterparts_name: str = "heldout_models") -> None:
+    """Refuse an LLM judge (or another model of the training pipeline: a training counterpart, e.g. notebook 02's
+    name="partner_model") that is also one of the held-out counterpart models (ParameterError, a ValueError).
 
-    The judge's process reward shapes the policy toward what that model prefers, and a training partner is what the
-    policy learns to play against; a held-out partner played by the same model would then not be held out from the
-    training pipeline, and a gain against it would not be a held-out gain.
-    judge_model: the model's name (None: no such model, nothing to check); partner_models: the held-out partners'
-    model names. Names are compared by `model_identity` (case-insensitive hub ids, resolved paths).
+    The judge's process reward shapes the policy toward what that model prefers, and a training counterpart is what
+    the policy learns to play against; a held-out counterpart played by the same model would then not be held out
+    from the training pipeline, and a gain against it would not be a held-out gain.
+    judge_model: the model's name (None: no such model, nothing to check); counterpart_models: the held-out
+    counterparts' model names. Names are compared by `model_identity` (case-insensitive hub ids, resolved paths).
     """
     if judge_model is None:
         return
     judge = model_identity(judge_model)
-    for i, m in enumerate(partner_models):
+    for i, m in enumerate(counterpart_models):
         if model_identity(m) == judge:
-            raise ParameterError(name, judge_model, f"it is also the held-out partner {partners_name}[{i}] = {m!r}: "
-                                 "a model of the training pipeline (a judge that shapes the training reward, a "
-                                 "training partner) cannot also play a held-out partner; choose another model or drop "
-                                 "that partner")
+            raise ParameterError(name, judge_model, f"it is also the held-out counterpart {counterparts_name}[{i}] = "
+                                 f"{m!r}: a model of the training pipeline (a judge that shapes the training reward, a "
+                                 "training counterpart) cannot also play a held-out counterpart; choose another model "
+                                 "or drop that counterpart")
 
 
 def _check_range(name, value, lo, hi, strict):

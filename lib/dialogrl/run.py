@@ -390,11 +390,11 @@ def save_games(run_dir: str | os.PathLike, games: pd.DataFrame, transcripts: Seq
 def show_transcripts(run_dir: str | os.PathLike, n: int = 2, keep: Callable[[dict], bool] = lambda rec: True,
                      title: Callable[[dict], str] | None = None) -> None:
     """Print the first `n` dialogues of a run's transcripts.jsonl that `keep` keeps: a title line (by default the
-    policy, its seat, the counterpart and the outcome), then each turn."""
+    policy, its role, the counterpart and the outcome), then each turn."""
     path = Path(run_dir) / "transcripts.jsonl"
     records = read_jsonl(path) if path.exists() else []
     for rec in [r for r in records if keep(r)][:n]:
-        print("--- " + (title(rec) if title else f"{rec['policy']} as {rec['seat']} vs {rec['counterpart']}: "
+        print("--- " + (title(rec) if title else f"{rec['policy']} as {rec['role']} vs {rec['counterpart']}: "
                                                  f"{rec.get('outcome')}"))
         for t in rec["turns"]:
             print(f"  {t['role']}: {t['text']}")

@@ -2,7 +2,7 @@
 
 A `DecodeBatch` holds the rows (one turn of one dialogue each) that decode together on one model. Rows join at
 any step and leave as soon as they sample a stop token, so a multi-turn rollout keeps the batch full: when one
-dialogue's turn ends, its next turn (the partner's reply, or the same model speaking for the other role) joins the
+dialogue's turn ends, its next turn (the counterpart's reply, or the same model speaking for the other role) joins the
 running batch instead of waiting for every other dialogue to finish the round.
 
 A dialogue's context grows by a turn or two between two turns of the same role, so re-running the whole context

@@ -1,8 +1,8 @@
 """Named random streams: every random draw of a run comes from a stream named here, keyed by what it is for.
 
-    stream_seed("eval-games", seed, scenario.id, seat, counterpart)   # -> a 63-bit int, the same in every process
+    stream_seed("eval-games", seed, scenario.id, role, counterpart)   # -> a 63-bit int, the same in every process
     stream_rng("tokens", game_seed, role)                             # -> a random.Random seeded with it
-    eval_seeds(seed, scenarios, seat, counterpart)                    # -> each evaluation game's seed
+    eval_seeds(seed, scenarios, role, counterpart)                    # -> each evaluation game's seed
 
 A draw keyed by what it is for (this game, this role, this turn) never depends on batch size, order, or what else
 ran before it: evaluating 50 games gives the first 50 games of an 80-game evaluation, and two methods evaluated on
@@ -17,7 +17,7 @@ the same keys face the same random numbers (common random numbers: the policy's 
                                                            scenario group its own); `trl_rollout`: (seed, call, index)
     eval-scenarios   seed, ...                             evaluation scenarios, apart from every training draw:
                                                            task.sample_scenarios(n, stream_seed("eval-scenarios", seed))
-    eval-games       seed, scenario id, seat, counterpart  the seed of each evaluation game (`eval_seeds`: used by
+    eval-games       seed, scenario id, role, counterpart  the seed of each evaluation game (`eval_seeds`: used by
                                                            `evaluate.cross_play`, `evaluate.panel_eval`)
     horizons         seed, H                               the evaluation seed of horizon H
                                                            (`theory.returns_by_horizon`)
@@ -80,8 +80,8 @@ def stream_rng(stream: str, *keys) -> random.Random:
     return random.Random(stream_seed(stream, *keys))
 
 
-def eval_seeds(seed: int, scenarios, seat: str, counterpart: str) -> list[int]:
-    """The seed of each evaluation game on `scenarios`, the policy in `seat` against `counterpart` (a name):
-    stream_seed("eval-games", seed, scenario id, seat, counterpart), the id being the scenario's position where it
+def eval_seeds(seed: int, scenarios, role: str, counterpart: str) -> list[int]:
+    """The seed of each evaluation game on `scenarios`, the policy in `role` against `counterpart` (a name):
+    stream_seed("eval-games", seed, scenario id, role, counterpart), the id being the scenario's position where it
     has none. The policy is not part of the key: every method faces the same random numbers."""
-    return [stream_seed("eval-games", seed, getattr(sc, "id", k), seat, counterpart) for k, sc in enumerate(scenarios)]
+    return [stream_seed("eval-games", seed, getattr(sc, "id", k), role, counterpart) for k, sc in enumerate(scenarios)]

@@ -3,7 +3,7 @@ differences with intervals valid for a few training seeds, power and minimal det
 notebooks build from `evaluate.game_rows`' per-game rows.
 
     table = summarize(games)            # one row per (policy, counterpart): mean and 95% CI of every metric
-    diff = paired_difference(games, "ibrl", "base", "score")   # paired by scenario, seat and counterpart
+    diff = paired_difference(games, "ibrl", "base", "score")   # paired by scenario, role and counterpart
     claim = paired_clustered(a, b, "score")                     # a - b, paired by game and seed, t over seeds
 
 Intervals. The unit of replication is the training seed (a training run, with its own warm-start build, evaluated on
@@ -98,7 +98,7 @@ def _pair_games(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequence[st
     unpaired_b = sum(k not in paired for k in b[keys].itertuples(index=False, name=None))
     if len(d) < len(a) or unpaired_b:
         warnings.warn(f"paired games of {metric!r}: {len(a) - len(d)} of {len(a)} games of a and {unpaired_b} of "
-                      f"{len(b)} games of b have no partner on {keys}; they are left out", stacklevel=3)
+                      f"{len(b)} games of b have no match on {keys}; they are left out", stacklevel=3)
     return d, keys
 
 
@@ -112,7 +112,7 @@ def paired_clustered(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: Sequen
     evaluation of a fixed reference) pairs with every seed of a; its own evaluation noise is then common to every
     seed's difference and not in the interval. cluster=None, or a single seed: pairs on `keys` only, with the
     percentile bootstrap over games (and a warning when a seed column shows that only one seed was there).
-    Games of either side without a partner are dropped with a warning that counts them.
+    Games of either side without a match are dropped with a warning that counts them.
     Returns {"diff", "ci", "holds" (CI above 0), "games", "seeds", "se", "interval"} ("interval" names the method).
     """
     d, keys = _pair_games(a, b, metric, keys, cluster)
@@ -165,7 +165,7 @@ def variance_components(d: pd.DataFrame, metric: str = "diff", cluster: str = "s
     """Seed-level and unit-level variance of `metric` (e.g. paired differences) by the method of moments.
 
     Games are first averaged per (seed, unit): the games of one scenario (against several counterparts, in several
-    seats) are not independent, so the scenario, not the game, is the unit within a seed. Then
+    roles) are not independent, so the scenario, not the game, is the unit within a seed. Then
     Var(seed means) = tau2 + sigma2 / m, with sigma2 the within-seed variance of the unit means and m the units per
     seed; tau2 (the training seed's own variance, build included) is clipped at 0.
     Returns {"tau2", "sigma2", "seeds", "units" (per seed), "sd_seed" (the SD of the seed means)}.
@@ -293,16 +293,16 @@ def rank_agreement(frame: pd.DataFrame, judge: str, reference: str = "gpt4",
 
 
 def mean_claim(d: pd.DataFrame, metric: str, cluster: str = "seed") -> dict:
-    """A claim record of one quantity measured per game (e.g. `partner_gap`'s gaps; not a difference of two
+    """A claim record of one quantity measured per game (e.g. `counterpart_gap`'s gaps; not a difference of two
     methods): {"diff": its mean, "ci": its interval (`clustered_ci`: over training seeds), "games", "seeds"}."""
     lo, hi = clustered_ci(d, metric, cluster)
     return {"diff": float(d[metric].mean()), "ci": [lo, hi], "games": len(d), "seeds": int(d[cluster].nunique())}
 
 
-def partner_gap(train: pd.DataFrame, heldout: pd.DataFrame, metric: str,
-                keys: Sequence[str] = ("seed", "scenario")) -> pd.DataFrame:
-    """How much more a policy gets against its training partner than against held-out counterparts: per `keys`
-    (a training seed's scenario, and seat where it has several), metric of the game in `train` minus the mean metric
+def counterpart_gap(train: pd.DataFrame, heldout: pd.DataFrame, metric: str,
+                    keys: Sequence[str] = ("seed", "scenario")) -> pd.DataFrame:
+    """How much more a policy gets against its training counterpart than against held-out ones: per `keys`
+    (a training seed's scenario, and role where it has several), metric of the game in `train` minus the mean metric
     of the games in `heldout` at the same keys; keys without a held-out game are dropped. Returns one row per key
     (the keys, `metric`, counterpart "-"), ready for `clustered_ci` and, against another method's gap (a difference
     of differences: the mismatch beyond the base's), `paired_clustered`."""
@@ -315,14 +315,14 @@ def partner_gap(train: pd.DataFrame, heldout: pd.DataFrame, metric: str,
 def mismatch(games: pd.DataFrame, method: str, train: str, heldout: Sequence[str], metric: str, base: str = "base",
              base_train: str | None = None, keys: Sequence[str] = ("seed", "scenario"), by: str = "method"
              ) -> dict | None:
-    """How much more `method` gets against its training partner than against held-out counterparts, beyond the
-    untrained base's own such gap: {"gap": its `partner_gap` (its games against counterpart `train` minus its mean
+    """How much more `method` gets against its training counterpart than against held-out ones, beyond the
+    untrained base's own such gap: {"gap": its `counterpart_gap` (its games against counterpart `train` minus its mean
     against the `heldout` counterparts, per keys) as a `mean_claim`, "base_gap": the base's (against `base_train`,
     default `train`), "minus_base": gap minus base_gap paired game by game (`paired_clustered`, a difference of
     differences)}. None when the method has no game against `train`."""
-    def gap(m: str, partner: str) -> pd.DataFrame:
+    def gap(m: str, against: str) -> pd.DataFrame:
         g = games[games[by] == m]
-        return partner_gap(g[g["counterpart"] == partner], g[g["counterpart"].isin(list(heldout))], metric, keys)
+        return counterpart_gap(g[g["counterpart"] == against], g[g["counterpart"].isin(list(heldout))], metric, keys)
 
     d = gap(method, train)
     if not len(d):
@@ -333,8 +333,8 @@ def mismatch(games: pd.DataFrame, method: str, train: str, heldout: Sequence[str
 
 
 def paired_difference(games: pd.DataFrame, a: str, b: str, metric: str, by: str = "policy") -> dict:
-    """Mean of metric(a) - metric(b) over games paired by scenario, seat and counterpart, with its 95% CI: the
+    """Mean of metric(a) - metric(b) over games paired by scenario, role and counterpart, with its 95% CI: the
     bootstrap over games (`paired_clustered` without the seed level), for one table of one run's games."""
     out = paired_clustered(games[games[by] == a], games[games[by] == b], metric,
-                           keys=("counterpart", "seat", "scenario"), cluster=None)
+                           keys=("counterpart", "role", "scenario"), cluster=None)
     return {"diff": out["diff"], "lo": out["ci"][0], "hi": out["ci"][1], "n": out["games"]}

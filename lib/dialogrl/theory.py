@@ -37,7 +37,7 @@ Estimators of the per-turn shift between two sets of dialogues:
 The tests check both, and the compounding check, on Markov-chain dialogues with exact answers (tests/markov_toy.py).
 
 In a game, `returns_by_horizon` plays the returns the check takes: at every horizon H, the policy for H against the
-training-like partner (P) and the deployment partner (Q) on the same scenarios. Figures: `dialogrl.plots`
+training-like counterpart (P) and the deployment counterpart (Q) on the same scenarios. Figures: `dialogrl.plots`
 (`shift_curves`, `compounding_fits`).
 """
 from __future__ import annotations
@@ -366,20 +366,20 @@ def compounding_check(horizons: Sequence[int], returns_p: Sequence[np.ndarray], 
 
 # ------------------------------------------------------------------------------ the returns, played in a game
 
-def returns_by_horizon(horizons: Sequence[int], task_at: Callable, policy_at: Callable, partner_p: Callable,
-                       partner_q: Callable, scenarios: Sequence, seat: str, metric: str = "score", seed: int = 0,
+def returns_by_horizon(horizons: Sequence[int], task_at: Callable, policy_at: Callable, counterpart_p: Callable,
+                       counterpart_q: Callable, scenarios: Sequence, role: str, metric: str = "score", seed: int = 0,
                        labels: tuple[str, str] = ("P", "Q")):
     """The per-scenario returns that `compounding_check` takes, played: at every horizon H, the policy for H plays
-    the same scenarios against the training-like partner (P) and against the deployment partner (Q).
+    the same scenarios against the training-like counterpart (P) and against the deployment counterpart (Q).
 
     task_at(H) -> the task whose dialogues end after H talk turns.
     policy_at(H, task) -> the policy's Agent at horizon H (e.g. one trained on that task, or one policy for all H).
-    partner_p(), partner_q() -> the partner of one evaluation cell; called once per horizon, before either plays,
-        so a partner that keeps state between games starts fresh at every horizon.
-    scenarios: the evaluation scenarios, the same at every horizon and for both partners (the pairs of the check).
-    seat: the policy's role; `metric` is read from that seat (`evaluate.game_rows`).
+    counterpart_p(), counterpart_q() -> the counterpart of one evaluation cell; called once per horizon, before
+        either plays, so a counterpart that keeps state between games starts fresh at every horizon.
+    scenarios: the evaluation scenarios, the same at every horizon and for both counterparts (the pairs of the check).
+    role: the policy's role; `metric` is read from that role's side (`evaluate.game_rows`).
     Horizon H evaluates with seed stream_seed("horizons", seed, H) (`evaluate.cross_play`: every game its own seed,
-    keyed by scenario, seat and counterpart). Returns (returns_p, returns_q, games): per horizon an (n,) array of
+    keyed by scenario, role and counterpart). Returns (returns_p, returns_q, games): per horizon an (n,) array of
     `metric` per scenario for P and for Q, in scenario order, and every game row with its horizon "H" and
     counterpart (`labels`).
     """
@@ -389,8 +389,8 @@ def returns_by_horizon(horizons: Sequence[int], task_at: Callable, policy_at: Ca
     for H in horizons:
         task = task_at(H)
         policy = policy_at(H, task)
-        games = cross_play(task, {"policy": policy}, {labels[0]: partner_p(), labels[1]: partner_q()}, scenarios,
-                           seats=[seat], seed=stream_seed("horizons", seed, H))
+        games = cross_play(task, {"policy": policy}, {labels[0]: counterpart_p(), labels[1]: counterpart_q()},
+                           scenarios, roles=[role], seed=stream_seed("horizons", seed, H))
         for label, out in zip(labels, (returns_p, returns_q)):
             out.append(games.loc[games["counterpart"] == label, metric].to_numpy(dtype=float))
         frames.append(games.assign(H=H))

@@ -17,15 +17,16 @@ import numpy as np
 VS_MODES = ("random", "prob")
 
 
-def vs_messages(messages: Sequence[dict], k: int, speaker: str = "You", partner: str = "Partner") -> list[dict]:
+def vs_messages(messages: Sequence[dict], k: int, speaker: str = "You", counterpart: str = "Partner") -> list[dict]:
     """A role's chat view as a Verbalized Sampling prompt, in the layout of the method's released framework: the
     system prompt with the VS instruction added, and one user message holding the conversation so far (the role's own
-    turns as `speaker`, the partner's as `partner`), asking for `k` candidate replies with probabilities as JSON:
+    turns as `speaker`, its counterpart's as `counterpart`), asking for `k` candidate replies with probabilities as
+    JSON:
 
         {"responses": [{"text": "...", "probability": 0.4}, ...]}
     """
     system = [m["content"] for m in messages if m["role"] == "system"]
-    talk = [f"{speaker if m['role'] == 'assistant' else partner}: {m['content']}"
+    talk = [f"{speaker if m['role'] == 'assistant' else counterpart}: {m['content']}"
             for m in messages if m["role"] != "system"]
     instruction = (f"Give {k} different replies you might send next, each with the probability that you would send "
                    'it, as JSON only: {"responses": [{"text": reply, "probability": p}, ...]}, '

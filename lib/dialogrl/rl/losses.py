@@ -2,7 +2,7 @@
 
 Notation: pi_theta the policy being updated, pi_old the policy that sampled (its log-probs come with the rollout),
 pi_ref a frozen reference; r = pi_theta / pi_old the importance ratio; A the advantage; eps the clip range.
-Masks select the acting role's own tokens: a loss never touches the partner's tokens or the prompt.
+Masks select the acting role's own tokens: a loss never touches the counterpart's tokens or the prompt.
 """
 from __future__ import annotations
 

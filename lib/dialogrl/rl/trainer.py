@@ -80,7 +80,7 @@ class RoleSpec:
     lr: float | None = None         # this role's learning rate (None: TrainConfig.lr), where a paper gives one role
                                     # its own (SCOPE's simulator: sim_lr)
     kl_coef: float | None = None    # this role's weight of the KL to the warm start (None: TrainConfig.kl_coef); a
-                                    # co-trained partner anchored harder than the policy keeps playing its part
+                                    # co-trained counterpart anchored harder than the policy keeps playing its part
 
 
 @dataclass
@@ -218,7 +218,7 @@ class Trainer:
     # added to the outcome reward that arrives at the role's last turn
     turn_rewards: Callable[[Episode, str], list[float]] | None = None
     # called with the trainer at the start of every step, before its rollout: schedules over the training steps
-    # (e.g. rl.methods.scope.SimulatorPool, which snapshots a co-trained simulator and swaps a population into its seat)
+    # (e.g. rl.methods.scope.SimulatorPool, which snapshots a co-trained simulator and swaps a population into its role)
     hooks: list[Callable[[Trainer], None]] = field(default_factory=list)
     step_count: int = 0
 
@@ -256,8 +256,8 @@ class Trainer:
                                                      name=spec.adapter or "base", max_new_tokens=cfg.max_new_tokens,
                                                      temperature=cfg.temperature)
             self.agents[role] = lm_agents[key]
-        # the name each trainable role's own agent writes into Episode.agents: a game in which another agent held
-        # the role's seat (a population member a hook swapped in) gives that role no samples
+        # the name each trainable role's own agent writes into Episode.agents: a game in which another agent played
+        # the role (a population member a hook swapped in) gives that role no samples
         self.own_agent = {role: self.agents[role].name for role, spec in self.roles.items() if spec.trainable}
         self.zero_std: dict[str, float] = {}   # per trainable role: the share of its last groups with equal rewards
         # one update path per trainable adapter: its optimizer, schedule and (ppo) value head; adapter_roles maps each

@@ -3,7 +3,7 @@
     dataset = scenario_dataset(task, n=256, seed=0, role="A")
     trainer = grpo_trainer_class()(model, reward_funcs=outcome_reward, train_dataset=dataset,
                                    args=GRPOConfig(..., num_generations=8),
-                                   rollout_func=make_rollout_func(task, role="A", partner=ScriptedAgent("fair")))
+                                   rollout_func=make_rollout_func(task, role="A", counterpart=ScriptedAgent("fair")))
     trainer.train()
 
 `grpo_trainer_class()` (from `dialogrl.trl_compat`) is TRL's GRPOTrainer on a GPU with Triton, else a subclass that
@@ -22,12 +22,12 @@ agents. Each game then becomes ONE sequence, the trained role's last view plus i
 
     prompt_ids      its first turn's prompt ids p_1
     completion_ids  p_k[len(p_1):] + c_k          (p_k, c_k: its last turn's prompt and sampled completion)
-    env_mask        1 on its own sampled tokens (each c_j where it sits in p_k), 0 on the partner's turns and on
+    env_mask        1 on its own sampled tokens (each c_j where it sits in p_k), 0 on the counterpart's turns and on
                     the chat-template tokens between turns
     logprobs        the sampling log-probs on its own tokens, 0 elsewhere
 
 This is token-in/token-out only if each turn's prompt extends the previous turn's prompt and completion:
-p_{j+1} = p_j + c_j + (template and partner tokens). `layout_turns` checks it. If p_{j+1} does not start with p_j,
+p_{j+1} = p_j + c_j + (template and counterpart tokens). `layout_turns` checks it. If p_{j+1} does not start with p_j,
 the chat template rewrites earlier history and the game cannot be one sequence: it raises TokenLayoutError.
 If only c_j fails to reappear verbatim (the sampled tokens went decode -> strip -> chat template -> encode and came
 back tokenized differently), the turn's tokens after the first difference are not what was sampled: they get mask
@@ -39,10 +39,10 @@ Beside the three required lists and `env_mask`, the rollout returns extra fields
 function as keyword arguments (one value per completion): `outcome` (the trained role's outcome dict from
 task.outcome), `outcomes` (every role's), `n_own_turns`, `n_unmatched_turns`. `outcome_reward` reads `outcome`.
 
-A game in which the role never spoke (the partner ended it first) is one stop token after the role's final
+A game in which the role never spoke (the counterpart ended it first) is one stop token after the role's final
 view, with mask 0: TRL needs one completion per prompt, and it carries the reward but no gradient.
 
-What TRL does with it (trl 1.15): the loss runs on completion_mask * env_mask only, so the partner's and the
+What TRL does with it (trl 1.15): the loss runs on completion_mask * env_mask only, so the counterpart's and the
 template tokens are context, never trained. The importance ratio of the clipped loss does NOT use these sampling
 log-probs: without vLLM, TRL takes the old log-probs from its own forward pass (or, when generation and update are
 aligned, the detached current ones: ratio 1). Only its vLLM importance-sampling correction and its
@@ -199,13 +199,13 @@ class _PolicyAgent(LMAgent):
         return contextlib.nullcontext()
 
 
-def make_rollout_func(task: Task, role: str, partner: Agent | dict[str, Agent], max_new_tokens: int = 48,
+def make_rollout_func(task: Task, role: str, counterpart: Agent | dict[str, Agent], max_new_tokens: int = 48,
                       tokenizer=None, strict: bool = False, warn_unmatched: float = 0.5
                       ) -> Callable[[list, object], dict]:
     """A `rollout_func` for TRL's GRPOTrainer that trains `role` of `task` over whole games.
 
     role: the trained role; it is played by the trainer's model (temperature and top_p from the GRPOConfig).
-    partner: the agent of every other role, or a dict role -> agent (e.g. ScriptedAgent("fair")).
+    counterpart: the agent of every other role, or a dict role -> agent (e.g. ScriptedAgent("fair")).
     max_new_tokens: the cap on each of the role's turns (TRL's max_completion_length does not apply).
     tokenizer: defaults to the trainer's processing_class.
     strict: raise when a turn's sampled tokens do not reappear verbatim in the next prompt, instead of masking.
@@ -217,10 +217,10 @@ def make_rollout_func(task: Task, role: str, partner: Agent | dict[str, Agent], 
     if role not in task.roles:
         raise ValueError(f"role {role!r} is not a role of {task.name}; roles: {task.roles}")
     others = [r for r in task.roles if r != role]
-    partners = dict(partner) if isinstance(partner, dict) else {r: partner for r in others}
-    missing = [r for r in others if r not in partners]
+    counterparts = dict(counterpart) if isinstance(counterpart, dict) else {r: counterpart for r in others}
+    missing = [r for r in others if r not in counterparts]
     if missing:
-        raise ValueError(f"no partner agent for role(s) {missing}")
+        raise ValueError(f"no counterpart agent for role(s) {missing}")
     lookup = _ScenarioLookup(task, role)
     calls = itertools.count()   # this process's rollout calls: each game's seed is keyed by (call, index)
 
@@ -243,7 +243,7 @@ def make_rollout_func(task: Task, role: str, partner: Agent | dict[str, Agent], 
             try:
                 policy = _PolicyAgent(model, tok, name="policy", max_new_tokens=max_new_tokens,
                                       temperature=args.temperature, top_p=args.top_p, select_by_likelihood=False)
-                episodes = play(task, {role: policy, **partners}, scenarios, seeds=seeds)
+                episodes = play(task, {role: policy, **counterparts}, scenarios, seeds=seeds)
             finally:
                 model.train(was_training)
 

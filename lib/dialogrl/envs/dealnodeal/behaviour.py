@@ -13,7 +13,7 @@ from dialogrl.game import GameState
 def behaviour_stats(task: DealOrNoDeal, games: Sequence[GameState], role: str) -> dict[str, float]:
     """Statistics of how `role` behaves in finished Deal or No Deal games (either protocol).
 
-    acceptance_rate  share of the role's answers to a standing proposal of the partner that accept it
+    acceptance_rate  share of the role's answers to a standing proposal of the counterpart that accept it
     concession       mean drop, in the role's own points, between its consecutive proposals
     opening_demand   own points of its first proposal
     words_per_turn   mean words per talk turn (markers included)

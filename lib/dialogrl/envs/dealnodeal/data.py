@@ -98,7 +98,7 @@ def _record_from_perspectives(lines: list[dict]) -> DondRecord:
 def load_dond_raw(path: str | Path) -> list[DondRecord]:
     """Read `data.txt` (raw format): pair the two perspective lines of each dialogue into one record.
 
-    A dialogue whose partner line is missing gives a record with one role's selection only.
+    A dialogue whose other perspective line is missing gives a record with one role's selection only.
     """
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for n, line in text_lines(path):
@@ -124,7 +124,7 @@ def load_dond_raw(path: str | Path) -> list[DondRecord]:
 
 
 _TAGGED = re.compile(r"<input>(?P<input>.*?)</input>\s*<dialogue>(?P<dialogue>.*?)</dialogue>\s*"
-                     r"<output>(?P<output>.*?)</output>\s*<partner_input>(?P<partner>.*?)</partner_input>")
+                     r"<output>(?P<output>.*?)</output>\s*<partner_input>(?P<partner_input>.*?)</partner_input>")
 
 
 def _output_shares(output: str) -> tuple[tuple | None, tuple | None]:
@@ -146,8 +146,8 @@ def dond_record_from_fields(you_input: Iterable[int], dialogue: str, output: str
     ctx = {role_of["YOU"]: you, role_of["THEM"]: them}
     scenario = DondScenario(ctx["A"][0], (ctx["A"][1], ctx["B"][1]))
     rec = DondRecord(scenario, [(role_of[s], t) for s, t in turns])
-    own, partner = _output_shares(output)
-    rec.selections = {role_of["YOU"]: own, role_of["THEM"]: partner}
+    own, theirs = _output_shares(output)
+    rec.selections = {role_of["YOU"]: own, role_of["THEM"]: theirs}
     rec.recorded = {"output": output.strip()}
     return rec
 
@@ -162,7 +162,7 @@ def load_dond_tagged(path: str | Path) -> list[DondRecord]:
         if not m:
             raise ValueError(f"{path}:{n}: not a tagged Deal or No Deal line: {line[:80]!r}")
         records.append(dond_record_from_fields([int(x) for x in m["input"].split()], m["dialogue"],
-                                               m["output"], [int(x) for x in m["partner"].split()]))
+                                               m["output"], [int(x) for x in m["partner_input"].split()]))
     return records
 
 

@@ -6,7 +6,7 @@ values and the public history (offer protocol), and speaks through a small templ
 
 Two rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.heldout):
   aspiration-concession   `Persona`: the clock (talk progress) sets its demand; every persona of the corpus
-  tit-for-tat             `Reciprocal` (held out): the partner's concessions set its demand, the clock does not
+  tit-for-tat             `Reciprocal` (held out): the counterpart's concessions set its demand, the clock does not
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ from dialogrl.heldout import Traits
 class Persona:
     """An aspiration-based negotiator (Faratin-style time-dependent concession).
 
-    Its aspiration (the share of its maximum value, 10, that it demands) falls from `start` to `end` over the talk
-    as a(p) = start - (start - end) * p ** beta, p = talk progress in [0, 1]: beta > 1 concedes late (Boulware),
-    beta < 1 early (conceder). It accepts a standing proposal worth at least 10 * a(p) - `margin`, and on its last
-    turn anything worth its reservation 10 * `end`. Its own proposals demand at least 10 * a(p) and, among those,
-    give the partner what the partner seems to want most (items the partner asked for). `noise` is the chance of
-    an erratic move; `talk` the chance of a line of cheap talk about its preferences.
+    Its aspiration (the share of its maximum value, 10, that it demands) falls from `start` to `end` over the talk as
+    a(p) = start - (start - end) * p ** beta, p = talk progress in [0, 1]: beta > 1 concedes late (Boulware), beta < 1
+    early (conceder). It accepts a standing proposal worth at least 10 * a(p) - `margin`, and on its last turn anything
+    worth its reservation 10 * `end`. Its own proposals demand at least 10 * a(p) and, among those, give the counterpart
+    what it seems to want most (items it asked for). `noise` is the chance of an erratic move; `talk` the chance of a
+    line of cheap talk about its preferences.
     """
     name: str
     start: float
@@ -44,14 +44,13 @@ class Persona:
 @dataclass(frozen=True)
 class Reciprocal:
     """A behaviour-dependent negotiator (Faratin et al. 1998's imitative tactics: relative tit-for-tat), another
-    rule family than Persona's: it reads the partner's concessions, not the clock.
+    rule family than Persona's: it reads the counterpart's concessions, not the clock.
 
-    Its demand starts at 10 * `opening` and falls by `reciprocity` times what the partner has conceded to it so far
-    (the value to it of the partner's best proposal minus that of the partner's first), never below 10 * `floor`:
-    it never concedes to a partner that does not. It accepts a standing proposal worth at least its demand, and on
-    its last chance anything worth 10 * `floor`; on its last turn it ends a worse one with [no deal]. Its proposals
-    are Persona's (the share the partner seems to want most among those worth its demand); `talk` and `style` as
-    in Persona."""
+    Its demand starts at 10 * `opening` and falls by `reciprocity` times what the counterpart has conceded to it so far
+    (the value to it of the counterpart's best proposal minus that of its first), never below 10 * `floor`: it never
+    concedes to a counterpart that does not. It accepts a standing proposal worth at least its demand, and on its last
+    chance anything worth 10 * `floor`; on its last turn it ends a worse one with [no deal]. Its proposals are Persona's
+    (the share the counterpart seems to want most among those worth its demand); `talk` and `style` as in Persona."""
     name: str
     opening: float
     floor: float
@@ -161,7 +160,7 @@ class ScriptedAgent(Agent):
         rng = random.Random(f"{self.seed}/{key}/{role}/{len(state.turns)}")
         counts, values = state.scenario.counts, state.scenario.values[task.roles.index(role)]
         n = len(state.talk_turns())
-        last_chance = n >= task.max_turns - 2   # the partner may not get to answer a proposal after this one
+        last_chance = n >= task.max_turns - 2   # the counterpart may not get to answer a proposal after this one
         if isinstance(p, Reciprocal):
             return self._reciprocate(p, task, state, role, rng, last_chance)
         a = aspiration(p, n / max(task.max_turns - 1, 1))
@@ -217,9 +216,9 @@ class ScriptedAgent(Agent):
 
     @staticmethod
     def _choose_share(rng: random.Random, counts, values, a: float, state: GameState, role: str) -> tuple:
-        """Among shares worth >= 10*a to me, the one the partner seems to value most (its asks weigh items)."""
+        """Among shares worth >= 10*a to me, the one the counterpart seems to value most (its asks weigh items)."""
         want = [1.0, 1.0, 1.0]
-        for t in state.talk_turns():  # the partner's proposals show what it wants
+        for t in state.talk_turns():  # the counterpart's proposals show what it wants
             if t.role != role and t.action and t.action.get("type") == "propose" and t.invalid is None:
                 want = [w + s / c for w, s, c in zip(want, t.action["share"], counts)]
         splits = all_splits(counts)
@@ -228,15 +227,15 @@ class ScriptedAgent(Agent):
             ok = [max(splits, key=lambda s: split_value(values, s))]
 
         def key(s):
-            partner = sum(w * x for w, x in zip(want, complement(counts, s)))
-            return (partner, -split_value(values, s), rng.random())
+            theirs = sum(w * x for w, x in zip(want, complement(counts, s)))
+            return (theirs, -split_value(values, s), rng.random())
         return max(ok, key=key)
 
 
 
 def reciprocal_demand(p: Reciprocal, state: GameState, role: str, values, counts) -> float:
-    """A Reciprocal's demand (points of 10): 10 * opening - reciprocity * the partner's concession so far (the value
-    to `role` of the partner's best valid proposal minus that of its first), at least 10 * floor."""
+    """A Reciprocal's demand (points of 10): 10 * opening - reciprocity * the counterpart's concession so far (the
+    value to `role` of the counterpart's best valid proposal minus that of its first), at least 10 * floor."""
     offers = [split_value(values, complement(counts, t.action["share"])) for t in state.talk_turns()
               if t.role != role and t.invalid is None and t.action and t.action.get("type") == "propose"]
     conceded = max(offers) - offers[0] if offers else 0.0

@@ -16,7 +16,7 @@ class SelectionClassifier:
     Lewis et al. (2017) trained a selection module on the human logs beside the language model. Small LMs scoring
     every split by their own likelihood almost never agree (about 5% of role pairs on held-out human talk with the
     1.5M-parameter warm start), so this is the same module as logistic regressions: per item type, the role's own
-    count or 'no agreement', from speaker-tagged word 1-3 grams of the talk (`Y_` own words, `T_` the partner's)
+    count or 'no agreement', from speaker-tagged word 1-3 grams of the talk (`Y_` own words, `T_` the counterpart's)
     and one-hot pool counts and own values. A prediction is always a valid split of the pool (own count <= pool).
     Fit it on logged games, then give it to the task: `DealOrNoDeal(protocol="selection", selector=clf)`.
     """

@@ -19,11 +19,11 @@ Two text protocols (parameter `protocol`):
       roles' own claims add up exactly to the pool count. A malformed selection counts as invalid and as no agreement.
 
   "offer" (the default for small models): free-text turns that may carry one marker:
-      `[propose book=1 hat=0 ball=2]`  the speaker's own share (the partner would get the rest);
-      `[accept]`                       accept the partner's standing proposal: the game ends with that split;
+      `[propose book=1 hat=0 ball=2]`  the speaker's own share (the counterpart would get the rest);
+      `[accept]`                       accept the counterpart's standing proposal: the game ends with that split;
       `[no deal]`                      end the game with 0 for both.
       A proposal stands until the next proposal. No deal by the turn cap scores 0.
-      Invalid markers (an [accept] with no standing proposal from the partner, a proposal beyond the pool, a
+      Invalid markers (an [accept] with no standing proposal from the counterpart, a proposal beyond the pool, a
       malformed, unclosed or repeated marker) are counted, have no effect (the turn is forfeited) and, by default,
       cost the speaker `invalid_penalty` points of reward: RL learns to stall with invalid markers when they are free.
       The `score` metric is always the game's score; `reward` = score - invalid_penalty * (own invalid turns).
@@ -265,7 +265,7 @@ class DealOrNoDeal(Task):
                 "gives you nothing. Reply in one or two short sentences.")
 
     def counterpart_decision(self, state: GameState, role: str):
-        """Offer protocol: accept the partner's standing proposal, else propose a share of its own, each item's
+        """Offer protocol: accept the counterpart's standing proposal, else propose a share of its own, each item's
         count asked apart. Selection protocol: write <selection> when it says the two have agreed; in the selection
         phase, the agreed share, each item's count asked apart."""
         scenario, values = state.scenario, state.scenario.values[self.roles.index(role)]
@@ -405,9 +405,10 @@ class DealOrNoDeal(Task):
         """Numeric features of `state` (read just after a turn) for predicting `role`'s final outcome reward.
 
         The input of the turn-level reward model of Static Context RL (dialogrl.rl.static). It is the environment's
-        reward model, so it reads privileged information: the partner's private values. Values are in points (0..10);
-        a missing offer or deal gives 0 with its indicator. Informative mostly for the offer protocol; under the
-        selection protocol only the turn counts and the end reason vary.
+        reward model, so it reads privileged information: the counterpart's private values. Values are in points
+        (0..10); a missing offer or deal gives 0 with its indicator. Informative mostly for the offer protocol; under
+        the selection protocol only the turn counts and the end reason vary. The feature names are those of fitted
+        reward models (the vectorizer orders its columns by name), so "partner" stays in two of them.
         """
         counts = state.scenario.counts
         i = self.roles.index(role)
@@ -416,15 +417,15 @@ class DealOrNoDeal(Task):
         last = talk[-1] if talk else None
 
         def values(proposer: str, share) -> tuple[int, int]:
-            """(role's value, partner's value) if the proposal `share` of `proposer` were accepted."""
+            """(role's value, counterpart's value) if the proposal `share` of `proposer` were accepted."""
             own = share if proposer == role else complement(counts, share)
             return split_value(mine, own), split_value(theirs, complement(counts, own))
 
         offer = state.info.get("offer")  # (proposer, proposer's share), offer protocol only
-        offer_own, offer_partner = values(*offer) if offer else (0, 0)
+        offer_own, offer_theirs = values(*offer) if offer else (0, 0)
         asks = [(t.role, t.action["share"]) for t in talk
                 if t.invalid is None and t.action and t.action.get("type") == "propose"]
-        partner_best = max((values(r, s)[0] for r, s in asks if r != role), default=0)   # best the partner offered
+        best_offered = max((values(r, s)[0] for r, s in asks if r != role), default=0)   # best the counterpart offered
         own_last = next((values(r, s)[0] for r, s in reversed(asks) if r == role), 0)    # what role last asked for
         deal = self.deal(state) if state.done else None
         return {
@@ -439,8 +440,8 @@ class DealOrNoDeal(Task):
             "offer_none": float(offer is None),
             "offer_by_self": float(offer is not None and offer[0] == role),
             "offer_value": float(offer_own),            # role's value of the standing offer, were it accepted
-            "offer_partner_value": float(offer_partner),  # the partner's value of it (privileged)
-            "partner_best": float(partner_best),
+            "offer_partner_value": float(offer_theirs),  # the counterpart's value of it (privileged)
+            "partner_best": float(best_offered),
             "own_last": float(own_last),
             "deal_value": float(split_value(mine, deal[role])) if deal else 0.0,
         }

@@ -12,7 +12,7 @@ from dialogrl.game import GameState, check_views, conversations
 from dialogrl.rollout import play
 from dialogrl.verbalized import vs_answer, vs_messages
 
-VS_SPEAKERS = {"speaker": "You", "partner": "Persuader"}   # how a persuadee's VS prompt names the two sides
+VS_SPEAKERS = {"speaker": "You", "counterpart": "Persuader"}   # how a persuadee's VS prompt names the two sides
 
 
 def persona_replies(task: PersuasionForGood, state: GameState, k: int, seed: int = 0,

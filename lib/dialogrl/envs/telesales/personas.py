@@ -2,7 +2,7 @@
 
 `ScriptedAgent` plays one persona (SELLER_PERSONAS, BUYER_PERSONAS, or UNSEEN_BUYERS: buyers that neither the
 scenario generator nor the corpus uses) by explicit rules over its private information and what it hears in the
-partner's words (`hear`, `listen`). `population` is a Population of them, one drawn per game.
+counterpart's words (`hear`, `listen`). `population` is a Population of them, one drawn per game.
 
 Rule families (what a rule reads; `rule_family`, `trait_vector`, `TRAIT_RANGES`, `traits`: dialogrl.heldout):
   margin-schedule         `SellerPersona`: its asking margin falls with the clock

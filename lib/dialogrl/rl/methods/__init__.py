@@ -1,5 +1,5 @@
 """Each paper's methods in one shape: a `MethodSpec` says how a method trains (the trainer's roles, config overrides,
-hooks and per-turn rewards) and which adapter plays each seat afterwards. One module per paper builds them by name:
+hooks and per-turn rewards) and which adapter plays each role afterwards. One module per paper builds them by name:
 
     calibrated   paper 1, From Static Context to Calibrated Interactive RL (notebook 01)
     socialrl     paper 2, SocialRL (notebook 02)
@@ -27,19 +27,20 @@ from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """One method of one paper: how it trains, and what plays each seat at evaluation."""
+    """One method of one paper: how it trains, and what plays each role at evaluation."""
     name: str
-    roles: dict[str, RoleSpec] = field(default_factory=dict)       # the Trainer's RoleSpecs ({}: trains nothing)
-    config_overrides: dict[str, Any] = field(default_factory=dict)  # TrainConfig fields the method sets
-    seats: dict[str, str | None] = field(default_factory=dict)      # role -> adapter it plays at evaluation (None:
-                                                                    # the warm start); roles it leaves unnamed too
-    hooks: tuple[Callable[[Trainer], None], ...] = ()               # Trainer hooks, at the start of each step
-    turn_rewards: Callable | None = None                            # per-turn rewards (rewards.ProcessReward)
-    adapters: tuple[str, ...] = ()                                  # LoRA adapters to create, in this order (it
-                                                                    # sets their initialisation)
-    partners: dict[str, str | None] = field(default_factory=dict)   # role -> the adapter it faced in training
-    trainer_class: type[Trainer] = Trainer                          # e.g. rl.static.StaticContextTrainer
-    trainer_kwargs: dict[str, Any] = field(default_factory=dict)    # the trainer class's own fields
+    roles: dict[str, RoleSpec] = field(default_factory=dict)                 # Trainer RoleSpecs ({}: trains nothing)
+    config_overrides: dict[str, Any] = field(default_factory=dict)           # TrainConfig fields the method sets
+    eval_adapters: dict[str, str | None] = field(default_factory=dict)       # role -> adapter it plays at evaluation
+                                                                             # (None: the warm start); roles it leaves
+                                                                             # unnamed too
+    hooks: tuple[Callable[[Trainer], None], ...] = ()                        # Trainer hooks, at the start of each step
+    turn_rewards: Callable | None = None                                     # per-turn rewards (rewards.ProcessReward)
+    adapters: tuple[str, ...] = ()                                           # LoRA adapters to create, in this order
+                                                                             # (it sets their initialisation)
+    train_counterparts: dict[str, str | None] = field(default_factory=dict)  # role -> the adapter it faced in training
+    trainer_class: type[Trainer] = Trainer                                   # e.g. rl.static.StaticContextTrainer
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)             # the trainer class's own fields
 
     def trainer(self, task, model, tokenizer, config: TrainConfig,
                 hooks: tuple[Callable[[Trainer], None], ...] = ()) -> Trainer | None:

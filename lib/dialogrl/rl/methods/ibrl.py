@@ -1,6 +1,6 @@
-"""Paper 4, IB-RL: Isolated Bilateral RL (notebook 04). Two roles, each a seat of the game:
-    base               the warm start in both seats.
-    unilateral-<role>  that role's adapter trained against the frozen warm start; the other seat stays the warm start,
+"""Paper 4, IB-RL: Isolated Bilateral RL (notebook 04). A game of two roles; the methods:
+    base               the warm start in both roles.
+    unilateral-<role>  that role's adapter trained against the frozen warm start; the other role stays the warm start,
                        in training and at evaluation.
     ibrl               both roles trained in joint rollouts, each through its own update path: its own LoRA adapter
                        and optimizer (`RoleSpec(adapter=role)`; one path per adapter in `rl/trainer.py`), advantages
@@ -34,8 +34,8 @@ def method_spec(method: str, roles: Sequence[str]) -> MethodSpec:
     if method.startswith("unilateral-") and method.split("-", 1)[1] in roles:
         side = method.split("-", 1)[1]
         specs = {r: RoleSpec(adapter="policy", trainable=True) if r == side else RoleSpec() for r in roles}
-        seats = {r: "policy" if r == side else None for r in roles}  # the untrained seat plays the warm start
-        return spec(method, specs, seats, True, {side: None})
+        eval_adapters = {r: "policy" if r == side else None for r in roles}  # the untrained role plays the warm start
+        return spec(method, specs, eval_adapters, True, {side: None})
     if method == "ibrl":
         specs = {r: RoleSpec(adapter=r, trainable=True) for r in roles}
         return spec(method, specs, {r: r for r in roles}, True, {r: other[r] for r in roles})
@@ -45,10 +45,11 @@ def method_spec(method: str, roles: Sequence[str]) -> MethodSpec:
     raise ValueError(f"unknown IB-RL method {method!r} for roles {roles}; known: {', '.join(methods(roles))}")
 
 
-def spec(method: str, roles: dict[str, RoleSpec], seats: dict[str, str | None], isolate: bool,
-         partners: dict[str, str | None]) -> MethodSpec:
+def spec(method: str, roles: dict[str, RoleSpec], eval_adapters: dict[str, str | None], isolate: bool,
+         train_counterparts: dict[str, str | None]) -> MethodSpec:
     """A MethodSpec of paper 4: `isolate` is TrainConfig.isolate (advantages per role, or pooled over the roles); the
-    adapters are created in sorted order; `partners` names, per trained role, the adapter it faced in training (a
-    seat the method leaves untrained has no entry)."""
+    adapters are created in sorted order; `train_counterparts` names, per trained role, the adapter it faced in
+    training (a role the method leaves untrained has no entry)."""
     adapters = tuple(sorted({r.adapter for r in roles.values() if r.adapter}))
-    return MethodSpec(method, roles, {"isolate": isolate}, seats, adapters=adapters, partners=partners)
+    return MethodSpec(method, roles, {"isolate": isolate}, eval_adapters, adapters=adapters,
+                      train_counterparts=train_counterparts)

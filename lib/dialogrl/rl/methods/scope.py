@@ -1,4 +1,4 @@
-"""Paper 3, simulator collapse (SCOPE; notebook 03). The policy persuades; the simulator's seat changes by method:
+"""Paper 3, simulator collapse (SCOPE; notebook 03). The policy persuades; the simulator differs by method:
     single, vs, ensemble   one frozen simulator, the same behind Verbalized Sampling, or a Population of K frozen ones.
     cotrain                the simulator an adapter trained at the same time on its own reward (IB-RL's machinery).
     population             co-training with the simulator drawn per group from a FIFO pool of its own checkpoints: a
@@ -23,7 +23,7 @@ def method_spec(method: str, simulators: Mapping[str, Agent], sim_lr: float | No
                 policy_role: str = "persuader", sim_role: str = "persuadee", pool_size: int = 10,
                 pool_every: int = 16, sim_kl_coef: float | None = None) -> MethodSpec:
     """The MethodSpec of `method` of paper 3 ("base", which trains nothing, or one of METHODS): the policy trains the
-    adapter "policy" in `policy_role`; the simulator's seat holds
+    adapter "policy" in `policy_role`; the simulator's role is played by
 
         single       simulators["single"]: one frozen simulator (a mode-collapsed one, e.g. sampled at low temperature)
         single_hot   simulators["single_hot"]: the same simulator sampled at the VS simulator's temperature, so that
@@ -40,10 +40,10 @@ def method_spec(method: str, simulators: Mapping[str, Agent], sim_lr: float | No
     The policy learns at TrainConfig.lr; sim_lr: the simulator adapter's rate (None: the same). sim_kl_coef: its
     weight of the KL to the warm start (None: the config's, as the policy's): its reward 1 - r makes refusing its best
     move, one marker away, and an anchor keeps it a simulator of the persuadee it started as rather than a wall (the
-    co-trained partner's anchor).
+    co-trained counterpart's anchor).
     """
     if method == "base":
-        return MethodSpec(method, seats={policy_role: None}, adapters=("policy",))
+        return MethodSpec(method, eval_adapters={policy_role: None}, adapters=("policy",))
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r} of simulator collapse (SCOPE); known: base, {', '.join(METHODS)}")
     roles = {policy_role: RoleSpec(adapter="policy", trainable=True)}
@@ -60,12 +60,12 @@ def method_spec(method: str, simulators: Mapping[str, Agent], sim_lr: float | No
             raise ValueError(f"method {method!r} trains against simulators[{method!r}]; given: {sorted(simulators)}")
         roles[sim_role] = RoleSpec(agent=simulators[method])
         hooks = (reseed_population(sim_role),) if method == "ensemble" else ()
-    return MethodSpec(method, roles, seats={policy_role: "policy"}, hooks=hooks, adapters=adapters)
+    return MethodSpec(method, roles, eval_adapters={policy_role: "policy"}, hooks=hooks, adapters=adapters)
 
 
 def simulators(model, tok, members: Sequence[tuple] | None = None, *, max_new_tokens: int, temperature: float,
                vs_temperature: float, vs_max_new_tokens: int, vs_k: int, vs_mode: str, vs_retries: int, seed: int,
-               partner: str = "Persuader") -> dict[str, Agent]:
+               counterpart: str = "Persuader") -> dict[str, Agent]:
     """The frozen simulators of the methods above, all on one warm start (model, tok):
 
         single       sampled at `temperature`
@@ -82,7 +82,7 @@ def simulators(model, tok, members: Sequence[tuple] | None = None, *, max_new_to
 
     out = {"single": lm("single"), "single_hot": lm("single_hot", temp=vs_temperature),
            "vs": VerbalizedSampling(lm("vs-lm", temp=vs_temperature, tokens=vs_max_new_tokens), k=vs_k, mode=vs_mode,
-                                    retries=vs_retries, seed=seed, name="vs", partner=partner),
+                                    retries=vs_retries, seed=seed, name="vs", counterpart=counterpart),
            "reference": LMAgent(model, tok, name="reference", max_new_tokens=max_new_tokens)}
     if members is not None:
         pairs = [(model, tok), *members]
@@ -97,7 +97,7 @@ class SimulatorPool:
     At the start of step t it first snapshots the live simulator's adapter when t is a multiple of `every` (so the
     pool starts with the initial simulator), copying its LoRA weights into the next slot adapter (`slots`, created
     on the model beforehand, e.g. load_model(adapters=["policy", "simulator", *pool.slots])); when the pool holds
-    `size` checkpoints the oldest is overwritten. Then it puts a Population in the simulator's seat: the live
+    `size` checkpoints the oldest is overwritten. Then it puts a Population in the simulator's role: the live
     simulator and every checkpoint, drawn uniformly, one per scenario group (the Population's seed is the step), so
     that a group's dialogues face one simulator. The trainer trains the live simulator on its own games only.
     `checkpoints` lists (slot, step) oldest first; `history` every snapshot taken.
@@ -144,12 +144,12 @@ class SimulatorPool:
 
 
 def reseed_population(role: str):
-    """A Trainer hook for a Population in `role`'s seat (the `ensemble` method): its seed becomes the step. Since
+    """A Trainer hook for a Population playing `role` (the `ensemble` method): its seed becomes the step. Since
     every training game has its own seed (`Trainer.scenarios`), a Population draws anew per game without it; the
     hook only adds the step to the key."""
     def hook(trainer) -> None:
         agent = trainer.agents[role]
         if not hasattr(agent, "members"):
-            raise TypeError(f"reseed_population: the {role!r} seat holds a {type(agent).__name__}, not a Population")
+            raise TypeError(f"reseed_population: {role!r} is played by a {type(agent).__name__}, not a Population")
         agent.seed = trainer.step_count
     return hook

@@ -52,7 +52,7 @@ def method_spec(method: str, task: Task, partner: Agent, judge, process_coef: fl
     `judge` with the method's weight schedule and `process_coef` (none for outcome_ppo); the config takes its
     advantage settings."""
     if method == "base":
-        return MethodSpec(method, seats={role: None}, adapters=("policy",))
+        return MethodSpec(method, eval_adapters={role: None}, adapters=("policy",))
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r} of SocialRL; known: base, {', '.join(METHODS)}")
     s = METHODS[method]
