@@ -104,25 +104,40 @@ def smollm2():
     return load_model("smollm2-135m-instruct", device="cpu")
 
 
-# The heaviest tests on an empty model cache, heaviest first (measured 2026-12-02 and 2026-12-04 on 2 cores, their
-# model builds included). `make test` hands tests to its workers one at a time in collection order (pytest-xdist
-# `--dist load --maxschedchunk 1`), so these start first, on different workers, and the short tests fill in after
-# them, instead of one worker ending the run alone in a long build.
+# The heaviest tests on an empty model cache, heaviest first, in groups that build the same models (seconds measured
+# 2026-12-06 on 2 cores, their model builds included). `make test` hands each group to one
+# pytest-xdist worker (`--dist loadgroup`), in this order (`--no-loadscope-reorder`), so these start first and the
+# short tests fill in after them; a group's tests run one after the other on its worker, so that the second finds
+# the models the first built, where on the other worker it would wait on the build's lock, its core idle (notebook
+# 04's kill-and-resume test waited 85 s on the builds of 04's smoke run beside it).
 HEAVIEST_FIRST = [
-    "test_learning.py::test_rl_against_a_persona_raises_the_score[grpo]",              # a tiny-dond test build
-    "test_notebooks.py::test_notebook_smoke_run_writes_a_summary[03_scope_simulator_collapse]",
-    "test_learning.py::test_rl_against_one_persuadee_raises_its_donation_rate",        # a tiny-persuasion test build
-    "test_learning.py::test_ppo_with_process_rewards_raises_goal_achievement_against_one_partner",  # tiny-social's
-    "test_learning.py::test_rl_against_a_persona_raises_the_score[ppo]",   # after tiny-dond's build, not waiting on it
-    "test_notebooks.py::test_notebook_smoke_run_writes_a_summary[02_socialrl]",
+    ["test_learning.py::test_rl_against_one_persuadee_raises_its_donation_rate"],            # 440 s: tiny-persuasion
+    ["test_learning.py::test_rl_against_a_persona_raises_the_score[grpo]",                   # 390 s: tiny-dond's test
+     "test_learning.py::test_rl_against_a_persona_raises_the_score[ppo]"],                   # build, then reused
+    ["test_notebooks.py::test_notebook_smoke_run_writes_a_summary[04_ibrl_bilateral]",       # 380 s: 04's smoke builds
+     "test_notebooks.py::test_a_notebook_killed_mid_way_resumes_to_the_uninterrupted_results"],
+    ["test_notebooks.py::test_notebook_smoke_run_writes_a_summary[03_scope_simulator_collapse]"],   # 200 s
+    ["test_learning.py::test_ppo_with_process_rewards_raises_goal_achievement_against_one_partner",  # 210 s: tiny-
+     "test_demo.py::test_demo_runs_and_prints_where_its_outputs_are"],                               # social's
+    ["test_notebooks.py::test_notebook_smoke_run_writes_a_summary[02_socialrl]"],                   # 145 s
+    ["test_notebooks.py::test_notebook_smoke_run_writes_a_summary[01_calibrated_interactive_rl]",   # 140 s: 01's
+     "test_notebooks.py::test_notebook_parallel_runs_give_the_serial_results[01_calibrated_interactive_rl]"],
 ]
 
 
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist names each group's tests by their group
 def pytest_collection_modifyitems(config, items):
-    def rank(item):
-        for k, name in enumerate(HEAVIEST_FIRST):
-            if item.nodeid.endswith(name):
+    def group_of(item):
+        for k, group in enumerate(HEAVIEST_FIRST):
+            if any(item.nodeid.endswith(name) for name in group):
                 return k
-        return len(HEAVIEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+        return None
+
+    def rank(item):
+        k = group_of(item)
+        return (k, 0) if k is not None else (len(HEAVIEST_FIRST) + (0 if item.get_closest_marker("slow") else 1), 0)
 
     items.sort(key=rank)  # stable: the file order within each rank
+    for item in items:
+        if (k := group_of(item)) is not None and len(HEAVIEST_FIRST[k]) > 1:
+            item.add_marker(pytest.mark.xdist_group(f"heavy-{k}"))

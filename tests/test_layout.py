@@ -229,3 +229,19 @@ def test_the_statistics_need_no_torch():
     notebook's analysis cells, can use it on a machine without the training stack."""
     code = "import sys, dialogrl.stats; assert 'torch' not in sys.modules, 'dialogrl.stats imported torch'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+def test_the_heaviest_tests_conftest_orders_exist():
+    """Every test that conftest.HEAVIEST_FIRST orders and groups is a test function of its file (with its parameter
+    where it has one): a renamed test would silently lose its place and its group."""
+    from conftest import HEAVIEST_FIRST
+
+    tests = Path(__file__).parent
+    missing = []
+    for name in [n for group in HEAVIEST_FIRST for n in group]:
+        file, _, function = name.partition("::")
+        source = (tests / file).read_text() if (tests / file).exists() else ""
+        base, _, param = function.partition("[")
+        if f"def {base}(" not in source or (param and repr(param.rstrip("]")).strip("'") not in source):
+            missing.append(name)
+    assert not missing, f"conftest.HEAVIEST_FIRST names tests that do not exist: {missing}"

@@ -7,6 +7,7 @@ off-task talk and the rest).
 """
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Sequence
@@ -56,6 +57,7 @@ PRESSURE_CUES = ("selfish", "greedy", "stop wasting", "hand it over", "give me y
                  "useless", "idiot", "stingy")
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def pressured(text: str) -> bool:
     """Whether a persuader's turn pressures (a demand or an insult of PRESSURE_CUES)."""
     low = text.lower()
@@ -64,8 +66,13 @@ def pressured(text: str) -> bool:
 
 def hear(text: str) -> list[str]:
     """The strategies (and `ask`) a scripted persuadee hears in a persuader's turn, in LABELS order."""
+    return list(_heard(text))
+
+
+@functools.lru_cache(maxsize=1 << 14)   # a persuadee's wish re-reads every earlier turn of its game at each reply
+def _heard(text: str) -> tuple[str, ...]:
     low = text.lower()
-    return [s for s in LABELS[:-1] if any(has_cue(low, c) for c in CUES[s])]
+    return tuple(s for s in LABELS[:-1] if any(has_cue(low, c) for c in CUES[s]))
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
