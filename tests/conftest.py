@@ -105,11 +105,12 @@ def smollm2():
 
 
 # The heaviest tests on an empty model cache, heaviest first, in groups that build the same models (seconds measured
-# 2026-12-06 on 2 cores, their model builds included). `make test` hands each group to one
-# pytest-xdist worker (`--dist loadgroup`), in this order (`--no-loadscope-reorder`), so these start first and the
-# short tests fill in after them; a group's tests run one after the other on its worker, so that the second finds
-# the models the first built, where on the other worker it would wait on the build's lock, its core idle (notebook
-# 04's kill-and-resume test waited 85 s on the builds of 04's smoke run beside it).
+# 2026-12-06 on 2 cores, their model builds included). `make test` (pytest-xdist, `--dist load`) hands the workers
+# these first, in this order, and the short tests after them (`pytest_xdist_make_scheduler` below); a group's tests
+# go to one worker, one after the other, so that the second finds the models the first built, where on the other
+# worker it would wait on the build's lock with its core idle (04's kill-and-resume test waited 85 s beside 04's
+# smoke run, the demo 45 s beside the social learning test). (pytest-xdist's own `--dist loadgroup` names a group
+# by rewriting a test's node id, which pytest 9.2 no longer reads: its groups are silently ignored.)
 HEAVIEST_FIRST = [
     ["test_learning.py::test_rl_against_one_persuadee_raises_its_donation_rate"],            # 440 s: tiny-persuasion
     ["test_learning.py::test_rl_against_a_persona_raises_the_score[grpo]",                   # 390 s: tiny-dond's test
@@ -125,19 +126,33 @@ HEAVIEST_FIRST = [
 ]
 
 
-@pytest.hookimpl(tryfirst=True)   # before pytest-xdist names each group's tests by their group
-def pytest_collection_modifyitems(config, items):
-    def group_of(item):
-        for k, group in enumerate(HEAVIEST_FIRST):
-            if any(item.nodeid.endswith(name) for name in group):
-                return k
-        return None
+def heavy_group(nodeid: str) -> int | None:
+    """The place in HEAVIEST_FIRST of the group that names this test, or None."""
+    for k, group in enumerate(HEAVIEST_FIRST):
+        if any(nodeid.endswith(name) for name in group):
+            return k
+    return None
 
+
+def pytest_collection_modifyitems(config, items):
     def rank(item):
-        k = group_of(item)
-        return (k, 0) if k is not None else (len(HEAVIEST_FIRST) + (0 if item.get_closest_marker("slow") else 1), 0)
+        k = heavy_group(item.nodeid)
+        return k if k is not None else len(HEAVIEST_FIRST) + (0 if item.get_closest_marker("slow") else 1)
 
     items.sort(key=rank)  # stable: the file order within each rank
-    for item in items:
-        if (k := group_of(item)) is not None and len(HEAVIEST_FIRST[k]) > 1:
-            item.add_marker(pytest.mark.xdist_group(f"heavy-{k}"))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist load` as a scheduler of units in collection order: each HEAVIEST_FIRST group one unit (one worker),
+    every other test a unit of its own; a worker gets the next unit when it has two tests or fewer left."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class HeavyGroupsFirst(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            k = heavy_group(nodeid)
+            return f"heavy-{k}" if k is not None else nodeid
+
+    config.option.loadscopereorder = False   # the collection's order (LoadScopeScheduling sorts units by size)
+    return HeavyGroupsFirst(config, log)
