@@ -142,6 +142,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: the file order within each rank
 
 
+@pytest.hookimpl(optionalhook=True)   # a hook of pytest-xdist: without it (-p no:xdist), nothing
 def pytest_xdist_make_scheduler(config, log):
     """`--dist load` as a scheduler of units in collection order: each HEAVIEST_FIRST group one unit (one worker),
     every other test a unit of its own; a worker gets the next unit when it has two tests or fewer left."""

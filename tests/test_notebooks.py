@@ -8,6 +8,7 @@ intervals ordered, verdicts from the allowed set), and its wall-clock times apar
 import ast
 import contextlib
 import json
+import os
 from pathlib import Path
 
 import nbformat
@@ -75,6 +76,8 @@ def test_notebook_smoke_run_writes_a_summary(nb_path, params_dir, tmp_path):
     if "counterparts" in summary:   # the design checks were kept before the run could be refused
         design = _strict_json(run_dir / "design_checks.json")
         assert design["counterparts"] == summary["counterparts"] and design["room"] == summary["room"]
+    if os.environ.get("OMP_NUM_THREADS") == "1":   # as `serial_run` makes its runs
+        SMOKE_RUNS[nb_path.stem] = (dict(params), run_dir)
 
 
 # ------------------------------------------------------------------------------------ what each summary promises
@@ -278,10 +281,13 @@ CHECKS = {"01_calibrated_interactive_rl": check_01, "02_socialrl": check_02, "03
 
 # the settings of the runs that parallel and resumed runs are held to: notebook 04's TeleSales half, where the packaged
 # buyer plays (its streams must not depend on the process either), its design checks at their smallest (each of the
-# three runs repeats them), and notebook 01 without its per-cap training path
+# three runs repeats them), and notebook 01's smoke run as it is (its per-cap training runs too)
 SERIAL_CASES = {"04_ibrl_bilateral": {"tasks": ["telesales"], "ablation": False, "eval_scenarios": 2,
                                       "probe_games": 2, "room_games": 2},
-                "01_calibrated_interactive_rl": {"train_each_horizon": False}}
+                "01_calibrated_interactive_rl": {}}
+# the smoke runs this process made with one thread: {stem: (parameters, run folder)}; a serial run of the same
+# parameters is that run (conftest runs 01's smoke and parallel tests on one worker, in that order)
+SMOKE_RUNS: dict[str, tuple[dict, Path]] = {}
 
 
 def _case_parameters(stem: str, run_dir: Path, **more) -> dict:
@@ -298,6 +304,9 @@ def serial_run(tmp_path_factory):
     runs = {}
 
     def get(stem: str) -> Path:
+        case = {k: v for k, v in _case_parameters(stem, Path(), processes=1).items() if k != "run_dir"}
+        if stem not in runs and SMOKE_RUNS.get(stem, (None,))[0] == case:
+            runs[stem] = SMOKE_RUNS[stem][1]
         if stem not in runs:
             folder = tmp_path_factory.mktemp(f"serial-{stem[:2]}")
             with pytest.MonkeyPatch.context() as m:
@@ -356,7 +365,6 @@ def test_a_notebook_killed_mid_way_resumes_to_the_uninterrupted_results(serial_r
     run is saved and the second is under way; `resume=<its run folder>` finishes it to the summary, games, transcripts
     and logged rows of the uninterrupted serial run. The resume runs the other three training runs in two one-thread
     workers (`processes` may change on a resume): this is also notebook 04's parallel test."""
-    import os
     import signal
     import subprocess
     import sys
