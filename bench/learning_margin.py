@@ -1,14 +1,14 @@
 """A learning test's body on several warm-start builds: the gains that set its margin.
 
     python bench/learning_margin.py dond-grpo|dond-ppo|persuasion|social --builds 0 1 2 [--size full] [--threads 1]
-                                    [--set scenarios_per_step=4 ...]
+                                    [--set scenarios_per_step=4 ...] [--dialogues N]
 
 Runs tests/test_learning.py's body (`dond_gain`, `persuasion_gain`, `social_gain`) on the warm start of each build
 seed (`--size test`: its test build, conftest.small_build, as the tests train; `full`: the named recipe; built on
 first use into the model cache) with `--threads` torch threads (1: as `make test`'s workers run it), and prints one
 row per build (the paired gain, its 95% interval, minutes) and the smallest gain. `--set` changes the test's budget
 (its *_SETUP: steps, scenarios_per_step, group_size, lr) for this run, to measure a candidate budget before the test
-takes it.
+takes it; `--dialogues` the test build's corpus size (conftest.TEST_DIALOGUES), to measure a candidate size.
 A test's margin is set at about half the smallest gain over builds 0, 1, 2, measured before the test runs at a new
 size: a fresh machine builds the models anew, and a rebuild differs like another training run.
 """
@@ -34,13 +34,18 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (1: as make test's workers)")
     ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
                     help="budget overrides: steps, scenarios_per_step, group_size (integers), lr")
+    ap.add_argument("--dialogues", type=int, default=None,
+                    help="the test build's corpus size (default: conftest.TEST_DIALOGUES); --size test only")
     args = ap.parse_args(argv)
+    if args.dialogues is not None and args.size != "test":
+        ap.error("--dialogues sizes the test build: --size test")
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ["TQDM_DISABLE"] = "1"
     import torch
 
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    import conftest
     import test_learning
 
     name, extra = BODIES[args.test]
@@ -50,7 +55,11 @@ def main(argv=None) -> int:
         if key not in setup:
             ap.error(f"--set {item}: the budget has {', '.join(setup)}")
         setup[key] = float(value) if key == "lr" else int(value)
-    print(f"{args.test}: {SETUPS[args.test]} = {setup}", flush=True)
+    model = {"dond-grpo": "tiny-dond", "dond-ppo": "tiny-dond"}.get(args.test, f"tiny-{args.test}")
+    if args.dialogues is not None:
+        conftest.TEST_DIALOGUES[model] = args.dialogues
+    print(f"{args.test}: {SETUPS[args.test]} = {setup}; {model}'s test build on "
+          f"{conftest.TEST_DIALOGUES[model]} dialogues", flush=True)
     body = getattr(test_learning, name)
     gains = []
     for b in args.builds:
