@@ -280,10 +280,9 @@ CHECKS = {"01_calibrated_interactive_rl": check_01, "02_socialrl": check_02, "03
 
 
 # the settings of the runs that parallel and resumed runs are held to: notebook 04's TeleSales half, where the packaged
-# buyer plays (its streams must not depend on the process either), its design checks at their smallest (each of the
-# three runs repeats them), and notebook 01's smoke run as it is (its per-cap training runs too)
-SERIAL_CASES = {"04_ibrl_bilateral": {"tasks": ["telesales"], "ablation": False, "eval_scenarios": 2,
-                                      "probe_games": 2, "room_games": 2},
+# buyer plays (its streams must not depend on the process either), and notebook 01's smoke run as it is (its per-cap
+# training runs too)
+SERIAL_CASES = {"04_ibrl_bilateral": {"tasks": ["telesales"], "ablation": False, "eval_scenarios": 2},
                 "01_calibrated_interactive_rl": {}}
 # the smoke runs this process made with one thread: {stem: (parameters, run folder)}; a serial run of the same
 # parameters is that run (conftest runs 01's smoke and parallel tests on one worker, in that order)
