@@ -51,8 +51,8 @@ def test_notebook_runs_use_embedded_models_only(stem, stand_in, tmp_path):
 @pytest.mark.slow
 def test_the_library_stages_run_on_the_cpu(tmp_path):
     out = tmp_path / "report.json"
-    res = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--small", "--dialogues", "30", "--games", "8",
-                          "--notebooks", "none", "--out", str(out)], capture_output=True, text=True, cwd=REPO,
+    res = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--small", "--dialogues", "30", "--games",
+                          "8", "--notebooks", "none", "--out", str(out)], capture_output=True, text=True, cwd=REPO,
                          timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = json.loads(out.read_text())
