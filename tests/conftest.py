@@ -68,6 +68,15 @@ def play_texts(task, scenario, texts):
     return state
 
 
+@pytest.fixture(autouse=True)
+def _model_cache_kept():
+    """A test that points DIALOGRL_CACHE elsewhere (colab.keep_on_drive does) puts it back: the tests after it on the
+    same worker would otherwise build every model anew into its temporary folder."""
+    before = os.environ.get("DIALOGRL_CACHE")
+    yield
+    assert os.environ.get("DIALOGRL_CACHE") == before, f"DIALOGRL_CACHE left at {os.environ.get('DIALOGRL_CACHE')!r}"
+
+
 @pytest.fixture(scope="session")
 def toy_corpus():
     return make_toy_corpus()

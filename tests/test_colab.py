@@ -105,7 +105,10 @@ def test_keep_on_drive_puts_results_and_the_model_cache_on_drive(monkeypatch, tm
     repo, drive = tmp_path / "repo", tmp_path / "drive" / "dialogrl"
     (repo / "results" / "02_socialrl" / "run1").mkdir(parents=True)  # a run made before the mount
     monkeypatch.chdir(repo)
-    monkeypatch.delenv("DIALOGRL_CACHE", raising=False)
+    # setenv first: monkeypatch then restores the variable's absence too (a delenv of an unset variable records
+    # nothing, and keep_on_drive's own setting would outlive the test: later tests on this worker built into drive/)
+    monkeypatch.setenv("DIALOGRL_CACHE", "")
+    monkeypatch.delenv("DIALOGRL_CACHE")
     mounted = []
     assert keep_on_drive(str(drive), mount=mounted.append) == drive and mounted == ["/content/drive"]
     assert os.environ["DIALOGRL_CACHE"] == str(drive / "cache")
