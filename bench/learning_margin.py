@@ -22,6 +22,7 @@ from pathlib import Path
 
 BODIES = {"dond-grpo": ("dond_gain", ("grpo",)), "dond-ppo": ("dond_gain", ("ppo",)),
           "persuasion": ("persuasion_gain", ()), "social": ("social_gain", ())}
+MODELS = {"dond-grpo": "tiny-dond", "dond-ppo": "tiny-dond", "persuasion": "tiny-persuasion", "social": "tiny-social"}
 SETUPS = {"dond-grpo": "DOND_GRPO_SETUP", "dond-ppo": "DOND_PPO_SETUP", "persuasion": "PERSUASION_SETUP",
           "social": "SOCIAL_SETUP"}
 
@@ -55,7 +56,7 @@ def main(argv=None) -> int:
         if key not in setup:
             ap.error(f"--set {item}: the budget has {', '.join(setup)}")
         setup[key] = float(value) if key == "lr" else int(value)
-    model = {"dond-grpo": "tiny-dond", "dond-ppo": "tiny-dond"}.get(args.test, f"tiny-{args.test}")
+    model = MODELS[args.test]
     if args.dialogues is not None:
         conftest.TEST_DIALOGUES[model] = args.dialogues
     print(f"{args.test}: {SETUPS[args.test]} = {setup}; {model}'s test build on "
