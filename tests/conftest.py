@@ -31,7 +31,8 @@ if SHARED_DATA.is_dir():
 # (last loss 0.48-0.52, full 0.45) enough; tiny-persuasion at 1000 (last loss 0.51-0.55; 2000: 0.35) gains about as
 # much as at 2000 on its weakest build and builds in half the time. Against the scenarios' own scripted persuadees
 # on 100 scenarios (seed 10000), its build 0 persuades 0.66 at 1000 and 0.65 at 2000 (2026-12-06).
-# The smoke profiles' warm starts (50 dialogues; 100 and 200 alike) write no valid offer: RL from them gains nothing.
+# The smoke profiles' warm starts (30 or 50 dialogues; 100 and 200 alike) write no valid offer: RL from them gains
+# nothing.
 TEST_DIALOGUES = {"tiny-dond": 4500, "tiny-persuasion": 1000, "tiny-social": 3000}
 
 
