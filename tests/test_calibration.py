@@ -8,16 +8,33 @@ import pytest
 from conftest import make_toy_corpus, play_texts
 from dialogrl.agents import LMAgent
 from dialogrl.calibration import (
+    acceptance_curve,
     behaviour_distance,
     calibrate_dpo,
     calibrate_sft,
+    decision_distance,
+    distance_change,
     preference_pairs,
     role_conversations,
     turn_nll,
 )
+from dialogrl.claims import intervention
 from dialogrl.envs import DealOrNoDeal
-from dialogrl.envs.dealnodeal import BEHAVIOUR_SCALES, DondScenario, behaviour_stats
+from dialogrl.envs.dealnodeal import (
+    BEHAVIOUR_SCALES,
+    DECISION_BINS,
+    DondScenario,
+    behaviour_stats,
+    complement,
+    population,
+    split_value,
+)
+from dialogrl.envs.dealnodeal import decisions as dealnodeal_decisions
+from dialogrl.envs.dealnodeal import probe as dealnodeal_probe
+from dialogrl.game import Agent
 from dialogrl.models import load_model
+from dialogrl.rollout import play
+from dialogrl.room import require_responsive, responsiveness
 from dialogrl.tokens import assistant_tokens
 
 SC = DondScenario(counts=(1, 2, 3), values=((4, 0, 2), (2, 4, 0)))  # A: book 4, ball 2; B: book 2, hat 4
@@ -154,3 +171,127 @@ def test_sft_calibration_on_a_template_trl_cannot_patch(toy_model_dir, hub_tok, 
     model2, tok2 = load_model(str(sim), device="cpu")
     assert tok2.chat_template == hub_template("smollm2")   # the user's template, not a patched one
     assert turn_nll(model2, tok2, held_out) < 0.5 * before
+
+
+# ------------------------------------------------------------------------------ the decisions that decide the game
+
+def test_the_users_view_marks_what_each_proposal_gives_it():
+    """notes=("B",): B's view carries the worth to B of each valid proposal of A; A's view and the bare task's none."""
+    task, bare = DealOrNoDeal(notes=("B",)), DealOrNoDeal()
+    g = play_texts(task, SC, ["hi [propose book=1 hat=0 ball=3]",   # leaves B 2 hats: 8 of its 10 points
+                              "no [propose book=1 hat=2 ball=0]",
+                              "[propose book=9 hat=0 ball=0]",      # beyond the pool: invalid, no note
+                              "[propose book=0 hat=1 ball=3]"])
+    b = [m["content"] for m in task.view(g, "B") if m["role"] == "user"]
+    assert b == ["hi [propose book=1 hat=0 ball=3]\n(to you: 8 of your 10 points)", "[propose book=9 hat=0 ball=0]"]
+    assert not any("to you" in m["content"] for m in task.view(g, "A") + bare.view(g, "B"))
+    assert task.note(g, 3, "A") == "" and task.note(g, 1, "A") == ""   # A is not noted, and reads no notes
+    with pytest.raises(ValueError, match="notes"):
+        DealOrNoDeal(notes=("C",))
+    with pytest.raises(ValueError, match="offer protocol"):
+        DealOrNoDeal(protocol="selection", notes=("B",))
+
+
+def test_decisions_by_hand_in_both_protocols():
+    task = DealOrNoDeal()
+    g1 = play_texts(task, SC, ["[propose book=1 hat=2 ball=3]",   # leaves B nothing: 0 points
+                               "no [propose book=1 hat=2 ball=0]",  # B answers (rejects 0) and proposes
+                               "ok",                                 # A talks: B's proposal stands, A's does not
+                               "[propose book=1 hat=1 ball=0]",      # B proposes again: no decision of B
+                               "[propose book=0 hat=0 ball=3]",      # leaves B a book and 2 hats: 10 points
+                               "[accept]"])                          # B accepts 10
+    g2 = play_texts(task, SC, ["[propose book=1 hat=1 ball=3]", "[accpt]"])   # B answers 4 with an invalid turn
+    assert dealnodeal_decisions(task, [g1, g2], "B") == [(0, False), (10, True), (4, False)]
+    assert dealnodeal_decisions(task, [g1], "A") == [(6, False), (6, False)]   # A's answers: B's standing offer
+    sel = DealOrNoDeal(protocol="selection")
+    agreed = play_texts(sel, SC, ["i take the balls", "ok <selection>", "book=0 hat=0 ball=3", "book=1 hat=2 ball=0"])
+    split = play_texts(sel, SC, ["hi", "<selection>", "book=1 hat=0 ball=3", "book=1 hat=2 ball=0"])
+    nothing = play_texts(sel, SC, ["hi", "<selection>", "no agreement", "book=1 hat=2 ball=0"])
+    assert dealnodeal_decisions(sel, [agreed, split, nothing], "B") == [(10, True), (8, False)]
+
+
+def test_acceptance_curve_and_decision_distance_by_hand():
+    bins = ((0, 1), (2, 5), (6, 10))
+    human = acceptance_curve([(0, False), (1, False), (3, False), (4, True), (7, True), (9, True), (10, True),
+                              (11, True)], bins)   # 11 is in no bin
+    assert [(r["bin"], r["n"], r["accepted"]) for r in human] == [("0-1", 2, 0.0), ("2-5", 2, 0.5), ("6-10", 3, 1.0)]
+    flat = acceptance_curve([(w, True) for w in range(11)], bins)   # accepts everything
+    assert decision_distance(flat, human) == pytest.approx((2 * 1.0 + 2 * 0.5 + 3 * 0.0) / 7)
+    assert decision_distance(human, human) == 0.0
+    sparse = acceptance_curve([(0, True)], bins)   # one bin only: the others are left out of the weights
+    assert decision_distance(sparse, human) == 1.0
+    assert math.isnan(decision_distance(acceptance_curve([], bins), human))
+    with pytest.raises(ValueError, match="other bins"):
+        decision_distance(acceptance_curve([], bins[:2]), human)
+
+
+def test_distance_change_is_a_t_interval_over_seeds():
+    """Known per-seed distances: the differences -0.2, -0.25, -0.15 have mean -0.2, sd 0.05 and the t-interval
+    -0.2 +- t(0.975, 2) * 0.05 / sqrt(3), below zero; -0.2, -0.3, -0.1 (sd 0.1) give one that reaches above it."""
+    c = distance_change([0.5, 0.55, 0.45], [0.3, 0.3, 0.3])
+    half = 4.302652729911275 * 0.05 / math.sqrt(3)
+    assert c["per_seed"] == pytest.approx([-0.2, -0.25, -0.15]) and c["diff"] == pytest.approx(-0.2)
+    assert c["ci"] == pytest.approx([-0.2 - half, -0.2 + half]) and c["seeds"] == 3 and c["happened"]
+    wide = distance_change([0.5, 0.6, 0.4], [0.3, 0.3, 0.3])
+    assert wide["diff"] == pytest.approx(-0.2) and wide["ci"][1] > 0 and wide["happened"] is False
+    assert distance_change([0.5], [0.3])["happened"] is None                          # one seed: no interval
+    assert distance_change([0.5, float("nan")], [0.3, 0.2])["happened"] is None
+    with pytest.raises(ValueError, match="one per seed"):
+        distance_change([0.5, 0.6], [0.3])
+
+
+class AcceptsAll(Agent):
+    """A simulated user that accepts whatever stands and opens with a fixed proposal: it reads no offer."""
+    name = "accepts-all"
+
+    def act(self, requests):
+        return ["ok [accept]" if r.state.info.get("offer") else "[propose book=1 hat=1 ball=1]" for r in requests]
+
+
+class FollowsTheHumans(Agent):
+    """A simulated user that accepts a proposal worth at least 6 of its points, as the logged humans below do."""
+    name = "follows"
+
+    def act(self, requests):
+        out = []
+        for r in requests:
+            offer, values = r.state.info.get("offer"), r.state.scenario.values[1]
+            worth = offer and split_value(values, complement(r.state.scenario.counts, offer[1]))
+            out.append("ok [accept]" if offer and offer[0] == "A" and worth >= 6 else "no, not enough for me")
+        return out
+
+
+def test_a_calibration_that_leaves_the_decision_curve_flat_fails_the_intervention_check():
+    """Humans who accept good proposals only; per seed an uncalibrated and a 'calibrated' simulator that both accept
+    everything: the decision distance does not fall, so the intervention did not happen. A simulator that decides as
+    the humans do passes the same check."""
+    task = DealOrNoDeal(notes=("B",))
+    humans = population("A", ["fair", "greedy"], seed=1)
+    human_curve = acceptance_curve([(w, w >= 6) for w in range(11) for _ in range(5)], DECISION_BINS)
+
+    def distance(sim, k):
+        scenarios = task.sample_scenarios(40, seed=100 + k)
+        states = [e.state for e in play(task, {"A": humans, "B": sim}, scenarios)]
+        return decision_distance(acceptance_curve(dealnodeal_decisions(task, states, "B"), DECISION_BINS),
+                                 human_curve)
+
+    flat = [distance(AcceptsAll(), k) for k in range(3)]
+    assert min(flat) > 0.2
+    same = distance_change(flat, [distance(AcceptsAll(), k) for k in range(3)])
+    check = intervention("decision distance, calibrated minus uncalibrated", same["diff"], below=0.0, ci=same["ci"])
+    assert same["happened"] is False and check["happened"] is False
+    moved = distance_change(flat, [distance(FollowsTheHumans(), k) for k in range(3)])
+    check = intervention("decision distance, calibrated minus uncalibrated", moved["diff"], below=0.0, ci=moved["ci"])
+    assert moved["happened"] and check["happened"] and moved["ci"][1] < 0
+
+
+def test_a_calibrated_simulator_that_accepts_everything_stops_calibrated_rl():
+    """Notebook 01's design check (refuse_design): every seed's calibrated simulator must respond to what a
+    proposal gives it, else the run stops before training, naming the seed and its numbers."""
+    task, probe_b = DealOrNoDeal(notes=("B",)), dealnodeal_probe("B")
+    records = {f"calibrated simulator of seed {k}": responsiveness(task, sim, probe_b, n=20, seed=0)
+               for k, sim in enumerate([FollowsTheHumans(), AcceptsAll()])}
+    assert records["calibrated simulator of seed 0"]["responds"]
+    with pytest.raises(ValueError, match=r"calibrated simulator .*seed 1: agreed 1\.00 after .* vs 1\.00"):
+        require_responsive(records, "calibrated simulator (calibrated RL trains against it)")
+    require_responsive({k: r for k, r in records.items() if "seed 0" in k})   # raises nothing

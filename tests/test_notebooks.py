@@ -150,9 +150,17 @@ def check_01(summary: dict, params: dict):
     cal = summary["calibration"]
     assert cal["nll_calibrated"] > 0 and all(cal[f"behaviour_distance_{k}"] >= 0
                                              for k in ("uncalibrated", "calibrated", "human_proxy"))
+    for what in ("decision", "behaviour"):   # calibrated minus uncalibrated, per seed, with its t-interval
+        change = cal[f"{what}_change"]
+        assert len(change["per_seed"]) == change["seeds"] == n and change["happened"] in (True, False, None)
+    assert {"human (held-out logs)", "uncalibrated", "calibrated", "human proxy"} <= {
+        r["simulator"] for r in cal["acceptance"]}
     _claims(summary, n)
     _manipulation(summary["manipulation"], ["static", "interactive", "calibrated"])
-    assert summary["manipulation"]["calibrated"]["intervention"] in (True, False, None)   # the shift fell?
+    (did,) = summary["manipulation"]["calibrated"]["interventions"]   # the decision distance fell, over seeds
+    assert did["value"] == cal["decision_change"]["diff"] and did["below"] == 0.0
+    assert did["happened"] is cal["decision_change"]["happened"] is summary["manipulation"]["calibrated"][
+        "intervention"]
     if summary["protocol"] == "offer":
         _counterparts(summary["counterparts"])
         assert {f"{s}-{k}" for s in ("uncalibrated", "calibrated") for k in range(n)} <= set(summary["counterparts"])

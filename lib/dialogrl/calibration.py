@@ -11,13 +11,19 @@ prefers each human turn over what the uncalibrated simulator said in the same co
     dpo_dir = calibrate_dpo(sim_dir, pairs, out_dir)                   # optional DPO with TRL
     turn_nll(model, tok, held_out_convs)                               # NLL per token of the human turns
     behaviour_distance(sim_stats, human_stats, scales)                 # |sim - human| per statistic, scaled
+    curve = acceptance_curve(dealnodeal.decisions(task, games, "B"), dealnodeal.DECISION_BINS)
+    decision_distance(sim_curve, human_curve)                          # acceptance by worth, weighted by the humans'
+    change = distance_change(uncalibrated_per_seed, calibrated_per_seed)  # t over seeds: did calibration help?
 
 The behaviour statistics are the game's (Deal or No Deal's: `dealnodeal.behaviour_stats`, acceptance, concession,
 length, ..., and their scales `dealnodeal.BEHAVIOUR_SCALES`).
 
-The two calibration metrics of notebook 01: the held-out human-turn NLL (how likely the simulator finds what humans
-actually said) and the behaviour distance (how far the simulator's games are from the humans' in the statistics
-that drive a negotiation: how often it accepts, how much it concedes, how long it talks).
+The calibration metrics of notebook 01: the held-out human-turn NLL (how likely the simulator finds what humans
+actually said), the behaviour distance (how far the simulator's games are from the humans' in the statistics that
+drive a negotiation: how often it accepts, how much it concedes, how long it talks) and, what decides the game, the
+decision distance: how far the simulator's acceptance, as a function of what a proposal gives it, is from the
+humans' (`acceptance_curve`, `decision_distance`). Calibration *happened* when a distance of the calibrated
+simulator is below the uncalibrated one's with the t-interval over training seeds below zero (`distance_change`).
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ import torch
 
 from dialogrl.game import GameState, Task
 from dialogrl.models import load_model
+from dialogrl.stats import t_interval
 from dialogrl.tiny import TinyConfig, sft_warm_start
 from dialogrl.tokens import assistant_tokens, pad, token_logprobs
 from dialogrl.trl_compat import plain_logprob_kernel
@@ -165,3 +172,44 @@ def behaviour_distance(sim: dict[str, float], human: dict[str, float],
            if k in sim and not (math.isnan(sim[k]) or math.isnan(human[k]))}
     out["total"] = float(np.mean(list(out.values()))) if out else float("nan")
     return out
+
+
+def acceptance_curve(decisions: Sequence[tuple[float, bool]], bins: Sequence[tuple[float, float]]) -> list[dict]:
+    """The acceptance rate by what a proposal gives the deciding role: `decisions` are (worth to it, accepted)
+    pairs (`dealnodeal.decisions`), `bins` closed ranges of worth, e.g. ((0, 1), (2, 3), ...). Returns one row per
+    bin, {"bin": "lo-hi", "lo", "hi", "n" (decisions in it), "accepted" (their share; nan where n is 0)}; a worth
+    outside every bin is left out."""
+    rows = []
+    for lo, hi in bins:
+        inside = [bool(a) for w, a in decisions if lo <= w <= hi]
+        rows.append({"bin": f"{lo:g}-{hi:g}", "lo": lo, "hi": hi, "n": len(inside),
+                     "accepted": float(np.mean(inside)) if inside else float("nan")})
+    return rows
+
+
+def decision_distance(sim: Sequence[dict], human: Sequence[dict]) -> float:
+    """The mean absolute difference between two acceptance curves (`acceptance_curve`, the same bins), weighted by
+    the humans' decisions in each bin: bins where either curve has no decision are left out (nan if none is
+    left). 0: the simulator accepts what the humans accept, as often; 1: the opposite at every worth."""
+    if [r["bin"] for r in sim] != [r["bin"] for r in human]:
+        raise ValueError(f"the curves have other bins: {[r['bin'] for r in sim]} vs {[r['bin'] for r in human]}")
+    both = [(h["n"], abs(s["accepted"] - h["accepted"])) for s, h in zip(sim, human) if s["n"] and h["n"]]
+    weight = sum(n for n, _ in both)
+    return float(sum(n * d for n, d in both) / weight) if weight else float("nan")
+
+
+def distance_change(uncalibrated: Sequence[float], calibrated: Sequence[float]) -> dict:
+    """Did calibration bring the simulator closer to the held-out humans? Per training seed, the calibrated
+    simulator's distance minus the uncalibrated one's (both of that seed's build, against the same humans), their
+    mean and its t-interval over the seeds (n - 1 degrees of freedom).
+
+    Returns {"per_seed", "diff", "ci", "seeds", "happened"}: happened iff the interval lies below zero; None (not
+    measured) with fewer than 2 seeds or a distance that is nan."""
+    u, c = np.asarray(uncalibrated, dtype=float), np.asarray(calibrated, dtype=float)
+    if u.shape != c.shape:
+        raise ValueError(f"{len(u)} uncalibrated distances but {len(c)} calibrated ones (one per seed each)")
+    d = c - u
+    measured = len(d) >= 2 and not np.isnan(d).any()
+    ci = (t_interval(d) if d.std() > 0 else (float(d.mean()), float(d.mean()))) if measured else (math.nan, math.nan)
+    return {"per_seed": d.tolist(), "diff": float(d.mean()) if len(d) else math.nan, "ci": [float(ci[0]), float(ci[1])],
+            "seeds": int(len(d)), "happened": bool(ci[1] < 0) if measured else None}

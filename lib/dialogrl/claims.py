@@ -112,20 +112,21 @@ def check_record(metric: str, gain: float | None, ci: Sequence[float] | None, ba
 
 
 def intervention(what: str, value: float | None, at_least: float | None = None, above: float | None = None,
-                 ci: Sequence[float] | None = None, **extra) -> dict:
+                 ci: Sequence[float] | None = None, below: float | None = None, **extra) -> dict:
     """An intervention check's record: did the manipulation happen? `value` (None or nan: not measured) must be at
-    least `at_least` and strictly above `above` (each None: no bound), and where `ci` (the value's interval) is given,
-    that interval must exclude zero (a change, either way; a nan bound: not measured). E.g. intervention("usable VS
-    answers", 0.93, at_least=0.8), intervention("top-1 reply share, single minus VS", 0.12, above=0.0),
-    intervention("the counterpart changed", -0.04, ci=(-0.07, -0.01)).
-    Returns {"what", "value", "ci", "at_least", "above", "happened", ...extra}."""
+    least `at_least`, strictly above `above` and strictly below `below` (each None: no bound), and where `ci` (the
+    value's interval) is given, that interval must exclude zero (a change, either way; a nan bound: not measured).
+    E.g. intervention("usable VS answers", 0.93, at_least=0.8), intervention("top-1 reply share, single minus VS",
+    0.12, above=0.0), intervention("the counterpart changed", -0.04, ci=(-0.07, -0.01)), intervention("distance to
+    the humans, calibrated minus uncalibrated", -0.2, below=0.0, ci=(-0.3, -0.1)): the interval below zero.
+    Returns {"what", "value", "ci", "at_least", "above", "below", "happened", ...extra}."""
     unmeasured = [value] + list(ci or [])
     happened = None if any(v is None or math.isnan(v) for v in unmeasured) else bool(
         (at_least is None or value >= at_least) and (above is None or value > above)
-        and (ci is None or ci[0] > 0 or ci[1] < 0))
+        and (below is None or value < below) and (ci is None or ci[0] > 0 or ci[1] < 0))
     return {"what": what, "value": None if value is None else float(value),
             "ci": None if ci is None else [float(ci[0]), float(ci[1])], "at_least": at_least, "above": above,
-            "happened": happened, **extra}
+            "below": below, "happened": happened, **extra}
 
 
 def with_interventions(check: dict, *records: dict) -> dict:

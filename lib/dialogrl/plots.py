@@ -120,6 +120,36 @@ def learning_curves(rows: Sequence[dict] | pd.DataFrame, y: str, x: str = "step"
     return _save(fig, path)
 
 
+def acceptance_curves(curves: pd.DataFrame, path: str | Path | None = None, title: str | None = None,
+                      units: str = "build"):
+    """Acceptance by what a proposal gives the deciding role, one line per `simulator` (rows of
+    calibration.acceptance_curve with a "simulator" column and, where there are several, a `units` column: warm-start
+    builds or training seeds): the mean over the units with its 95% t-interval as the band; a curve without units
+    (the humans' logs) is one line. Bins nobody decided in are left out."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    df = curves[curves["n"] > 0].assign(worth=lambda d: (d["lo"] + d["hi"]) / 2)
+    df[units] = df[units].fillna(-1) if units in df else -1
+    bands = curve_bands(df, "accepted", x="worth", hue="simulator", units=units)
+    fig, ax = plt.subplots(figsize=(6.5, 3.5))
+    groups = list(bands.groupby("simulator", sort=False))
+    for (name, g), color in zip(groups, sns.color_palette(n_colors=len(groups))):
+        g = g.sort_values("worth")
+        n = int(g["n"].max())
+        ax.plot(g["worth"], g["mean"], marker="o", color=color, label=f"{name} ({n} {units}s)" if n > 1 else name)
+        if (g["hi"] > g["lo"]).any():
+            ax.fill_between(g["worth"], g["lo"], g["hi"], color=color, alpha=0.2, linewidth=0)
+    bins = df.drop_duplicates("bin").sort_values("worth")
+    ax.set_xticks(bins["worth"], bins["bin"])
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("points of 10 the proposal gives it")
+    ax.set_ylabel("share accepted")
+    ax.set_title(title or "acceptance by what a proposal gives the user")
+    outside_legend(ax, title="band: 95% t over builds")
+    return _save(fig, path)
+
+
 def ci_errors(value, lo, hi, tol: float = 1e-9):
     """[value - lo, hi - value] for matplotlib's errorbar. A zero-width interval (every seed alike) can put the mean a
     rounding error outside it: clipped to 0. An interval that misses its estimate by more is a bug: ValueError."""

@@ -4,7 +4,12 @@ dialogues (data.py).
 
 The corpus plays games through the rollout engine, so import it by its path: `dialogrl.envs.dealnodeal.corpus`.
 """
-from dialogrl.envs.dealnodeal.behaviour import BEHAVIOUR_SCALES, behaviour_stats
+from dialogrl.envs.dealnodeal.behaviour import (
+    BEHAVIOUR_SCALES,
+    DECISION_BINS,
+    behaviour_stats,
+    decisions,
+)
 from dialogrl.envs.dealnodeal.data import DondRecord, dond_human_corpus, load_dond, replay
 from dialogrl.envs.dealnodeal.personas import (
                                                ALL_PERSONAS,
@@ -58,8 +63,8 @@ TINY_MODELS = {
         description="Deal or No Deal (selection protocol), warm-started on the 5,808 human dialogues"),
 }
 
-__all__ = ["TASK", "TINY_MODELS", "BEHAVIOUR_SCALES", "behaviour_stats", "DondRecord", "dond_human_corpus",
-           "load_dond", "replay",
+__all__ = ["TASK", "TINY_MODELS", "BEHAVIOUR_SCALES", "DECISION_BINS", "behaviour_stats", "decisions", "DondRecord",
+           "dond_human_corpus", "load_dond", "replay",
            "ALL_PERSONAS", "PERSONAS", "UNSEEN_PERSONAS", "Persona", "ProbeProposer", "Reciprocal", "ScriptedAgent",
            "aspiration", "population", "probe", "traits", "SelectionClassifier", "ITEMS", "POOL_FREQUENCIES",
            "PROTOCOLS", "SELECTION_TOKEN", "TOTAL_VALUE", "DealOrNoDeal", "DondScenario", "all_splits", "complement",

@@ -1,12 +1,13 @@
 """How a role behaves in finished Deal or No Deal games: the statistics notebook 01 compares between a simulator and
-the humans it imitates (`calibration.behaviour_distance(sim, human, BEHAVIOUR_SCALES)`)."""
+the humans it imitates (`calibration.behaviour_distance(sim, human, BEHAVIOUR_SCALES)`), and its decisions on what
+the counterpart offered it (`decisions`; `calibration.acceptance_curve(..., DECISION_BINS)`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 import numpy as np
 
-from dialogrl.envs.dealnodeal.task import DealOrNoDeal, split_value
+from dialogrl.envs.dealnodeal.task import DealOrNoDeal, complement, split_value
 from dialogrl.game import GameState
 
 
@@ -57,3 +58,38 @@ def behaviour_stats(task: DealOrNoDeal, games: Sequence[GameState], role: str) -
 # the scale of each statistic in the distance: a typical spread, so that no statistic dominates by its units
 BEHAVIOUR_SCALES = {"acceptance_rate": 1.0, "concession": 1.0, "opening_demand": 10.0, "words_per_turn": 10.0,
                     "turns": 10.0, "agreement": 1.0}
+
+
+# the bins of an acceptance curve: points of 10 that a proposal gives the deciding role (fixed before any simulator
+# was measured: two points a bin, the top one 8-10)
+DECISION_BINS = ((0, 1), (2, 3), (4, 5), (6, 7), (8, 10))
+
+
+def decisions(task: DealOrNoDeal, games: Sequence[GameState], role: str) -> list[tuple[int, bool]]:
+    """`role`'s decisions on what the counterpart offered it, as (points of 10 it would get, accepted) pairs.
+
+    offer protocol: every answer of `role` to a standing valid proposal of the counterpart, accepted iff the answer is
+        a valid [accept] (a counter-proposal, talk, [no deal] or an invalid turn is not).
+    selection protocol (the human logs: no offer markers): one per game in which the counterpart selected a share,
+        what that selection leaves `role`, accepted iff the game ended in agreement (the two selections match); a game
+        whose counterpart selected no agreement has nothing offered and is left out.
+    """
+    i = task.roles.index(role)
+    other = task.other(role)
+    out = []
+    for state in games:
+        values, counts = state.scenario.values[i], state.scenario.counts
+        if task.protocol == "selection":
+            theirs = state.info.get("selections", {}).get(other)
+            if theirs is not None:
+                out.append((split_value(values, complement(counts, theirs)), task.deal(state) is not None))
+            continue
+        standing = None   # the counterpart's standing proposal (its own share), while it stands
+        for t in state.talk_turns():
+            valid = t.invalid is None and t.action
+            if t.role == role and standing is not None:
+                out.append((split_value(values, complement(counts, standing)),
+                            bool(valid and t.action.get("type") == "accept")))
+            if valid and t.action.get("type") == "propose":
+                standing = t.action["share"] if t.role != role else None
+    return out

@@ -27,6 +27,10 @@ Two text protocols (parameter `protocol`):
       malformed, unclosed or repeated marker) are counted, have no effect (the turn is forfeited) and, by default,
       cost the speaker `invalid_penalty` points of reward: RL learns to stall with invalid markers when they are free.
       The `score` metric is always the game's score; `reward` = score - invalid_penalty * (own invalid turns).
+      `notes`: the roles whose own view marks each valid proposal of the counterpart with what it would give them,
+      "(to you: 7 of your 10 points)" (`note`): the sum of counts times values that a tiny model cannot work out
+      from a marker and its prompt (as TeleSales' buyer notes). Notebook 01 gives it to the simulated user (role B)
+      only, so the policy never sees one; the warm-start corpus is written without notes.
 
 Markers and selections are ASCII: digits are 0-9 only (a Unicode digit such as '①' or '３' makes a marker
 malformed). No input makes a parser raise; a malformed turn is recorded as invalid on the Turn.
@@ -215,11 +219,14 @@ class DealOrNoDeal(Task):
     selector: selection protocol only: a learned selection step, `selector(state, role) -> selection text`, that LM
         agents use in the selection phase instead of scoring every split by their own likelihood
         (`dealnodeal.SelectionClassifier`; Lewis et al. trained their selection module beside the language model).
+    notes: offer protocol only: the roles whose view marks each valid proposal of the counterpart with its worth to
+        them (`note`); () by default: every view is the bare talk.
     """
     name = "dealnodeal"
     roles = ("A", "B")
 
-    def __init__(self, protocol: str = "offer", max_turns: int = 10, invalid_penalty: float = 1.0, selector=None):
+    def __init__(self, protocol: str = "offer", max_turns: int = 10, invalid_penalty: float = 1.0, selector=None,
+                 notes: Sequence[str] = ()):
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol={protocol!r}: choose one of {', '.join(PROTOCOLS)}")
         if selector is not None and protocol != "selection":
@@ -230,6 +237,11 @@ class DealOrNoDeal(Task):
             raise ValueError(f"invalid_penalty={invalid_penalty!r}: must be >= 0")
         self.protocol, self.max_turns, self.invalid_penalty = protocol, max_turns, float(invalid_penalty)
         self.selector = selector
+        if isinstance(notes, str) or not set(notes) <= set(self.roles):
+            raise ValueError(f"notes={notes!r}: a list of roles among {', '.join(self.roles)}")
+        if notes and protocol != "offer":
+            raise ValueError("notes mark proposals, which only the offer protocol has")
+        self.notes = tuple(notes)
 
     # -- scenarios and views
     def sample_scenarios(self, n: int, seed: int) -> list[DondScenario]:
@@ -249,11 +261,22 @@ class DealOrNoDeal(Task):
 
     def view(self, state: GameState, role: str) -> list[dict]:
         msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
-        msgs += history_messages(state, role, opening="You speak first.")
+        msgs += history_messages(state, role, opening="You speak first.", note=lambda i: self.note(state, i, role))
         if state.info.get("phase") == "select":
             msgs.append({"role": "user", "content": "Selection: write the agreed split as "
                          "'book=N hat=N ball=N' (your share), or 'no agreement'."})
         return msgs
+
+    def note(self, state: GameState, upto: int, role: str) -> str:
+        """What the counterpart's valid proposal at turn `upto` would give `role`, in `role`'s own view only (where
+        `notes` names it): "(to you: 7 of your 10 points)"; "" for any other turn or role."""
+        turn = state.turns[upto]
+        if role not in self.notes or turn.role == role or turn.invalid is not None or not turn.action \
+                or turn.action.get("type") != "propose":
+            return ""
+        mine = complement(state.scenario.counts, turn.action["share"])
+        worth = split_value(state.scenario.values[self.roles.index(role)], mine)
+        return f"(to you: {worth} of your {TOTAL_VALUE} points)"
 
     # -- a pretrained language model as a counterpart (dialogrl.counterpart)
     def counterpart_prompt(self, scenario: DondScenario, role: str) -> str:
