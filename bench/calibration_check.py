@@ -1,18 +1,23 @@
 """Notebook 01's calibration step alone: does calibrating the simulator make it decide like the humans?
 
-    python bench/calibration_check.py --builds 0 1 --notes no yes --epochs 2 4          # the synthetic humans
-    python bench/calibration_check.py --logs dealnodeal --builds 0 1 --epochs 2         # the real human logs
+    python bench/calibration_check.py --builds 0 1 --modes sft decider --epochs 2       # the synthetic humans
+    python bench/calibration_check.py --builds 0 1 --modes sft --notes yes --epochs 2 4  # a view that states worth
+    python bench/calibration_check.py --logs dealnodeal --builds 0 1 --modes sft         # the real human logs
 
-For each warm-start build and each setting (the simulated user's view with or without `notes`, the SFT passes), the
+For each warm-start build and each setting (the calibration: plain SFT on the user's logged turns, or `decider`, the
+language model fine-tuned with each logged decision marked beside a decision module fitted on them,
+dealnodeal.DecidingUser; the user's view with or without the task's worth `notes`; the SFT passes), the
 steps of notebook 01's "Calibrating the simulator" at its `cpu` sizes: the human logs (synthetic: the notebook's
 human population, 80% to calibrate on, 20% held out; real: the release's dialogues split 60 / 15 / 25% as the
 notebook splits them), the uncalibrated simulator (the warm start prompted as the user) and the calibrated one
-(calibration.calibrate_sft on the user's turns of the training logs), then for each simulator:
+(calibration.calibrate_sft on the user's turns of the training logs; with `decider` on dealnodeal's
+decision_conversations, beside an AcceptanceModel fitted on the same logs), then for each simulator:
   - its acceptance curve (calibration.acceptance_curve of dealnodeal.decisions, dealnodeal.DECISION_BINS) and its
     decision distance to the held-out humans' (calibration.decision_distance), playing the user's role against the
     logged humans' role-A population (real logs: the human proxy, a model of its own split of the logs);
   - its behaviour distance (dealnodeal.behaviour_stats) and the held-out human-turn NLL;
-  - whether it responds (dialogrl.room.responsiveness with dealnodeal.probe("B"); offer protocol only).
+  - whether it responds (dialogrl.room.responsiveness with dealnodeal.probe("B"); offer protocol only);
+  - with `decider`, the share of its turns whose [accept] the module struck out (DecidingUser.stats).
 Per setting, the change calibrated minus uncalibrated of each distance with its t-interval over the builds
 (calibration.distance_change). Prints the tables, writes check.json and acceptance.png (the three curves, pooled over
 the builds with t-intervals) to --out. A measurement that chooses a design, not a comparison of methods: nothing
@@ -43,8 +48,11 @@ from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import (
     BEHAVIOUR_SCALES,
     DECISION_BINS,
+    AcceptanceModel,
+    DecidingUser,
     SelectionClassifier,
     behaviour_stats,
+    decision_conversations,
     decisions,
     population,
     probe,
@@ -90,6 +98,8 @@ def main(argv=None) -> int:
     ap.add_argument("--builds", type=int, nargs="+", default=[0, 1], help="warm-start build seeds (2+: an interval)")
     ap.add_argument("--notes", nargs="+", choices=("no", "yes"), default=["yes"],
                     help="the simulated user's view marks what each proposal gives it (offer protocol)")
+    ap.add_argument("--modes", nargs="+", choices=("sft", "decider"), default=["decider"],
+                    help="calibration: SFT on the user's turns, or a decision module beside SFT with decisions marked")
     ap.add_argument("--epochs", type=float, nargs="+", default=[2.0], help="SFT passes over the user's logged turns")
     ap.add_argument("--dialogues", type=int, default=0, help="synthetic: the warm starts' corpus size (0: tiny-dond's)")
     ap.add_argument("--lr", type=float, default=1e-3, help="SFT learning rate (notebook 01's calibration_lr)")
@@ -102,8 +112,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-turns", type=int, default=10)
     ap.add_argument("--out", default="results/calibration_check", help="where check.json and the figure go")
     args = ap.parse_args(argv)
-    if args.logs is not None and args.notes != ["no"]:
-        ap.error("the real logs play the selection protocol, which has no proposals to mark: --notes no")
+    if args.logs is not None and (args.notes != ["no"] or args.modes != ["sft"]):
+        ap.error("the real logs play the selection protocol, which has no proposals: --notes no --modes sft")
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -134,16 +144,23 @@ def main(argv=None) -> int:
             base_model, base_tok = load_model(path, device="auto")
             sims = {"uncalibrated": LMAgent(base_model, base_tok, name="uncalibrated", max_new_tokens=48)}
             nll = {"uncalibrated": turn_nll(base_model, base_tok, held_convs)}
-            for epochs in args.epochs:
-                t0 = time.time()
-                sim_dir = calibrate_sft(path, role_conversations(task, train_logs, "B"),
-                                        out / f"sim-{k}-notes-{notes}-{epochs:g}", epochs=epochs, lr=args.lr,
-                                        seed=args.seed + k)
-                model, tok = load_model(str(sim_dir), device="auto")
-                name = f"calibrated {epochs:g}"
-                sims[name] = LMAgent(model, tok, name=name, max_new_tokens=48)
-                nll[name] = turn_nll(model, tok, held_convs)
-                print(f"build {k}, notes {notes}: calibrated {epochs:g} passes in {time.time() - t0:.0f} s")
+            deciders = {}
+            for mode in args.modes:
+                corpus = (decision_conversations if mode == "decider" else role_conversations)(task, train_logs, "B")
+                for epochs in args.epochs:
+                    t0 = time.time()
+                    sim_dir = calibrate_sft(path, corpus, out / f"sim-{k}-notes-{notes}-{mode}-{epochs:g}",
+                                            epochs=epochs, lr=args.lr, seed=args.seed + k)
+                    model, tok = load_model(str(sim_dir), device="auto")
+                    name = f"calibrated {mode} {epochs:g}"
+                    sims[name] = LMAgent(model, tok, name=name, max_new_tokens=48)
+                    if mode == "decider":   # the module decides, the fine-tuned model talks (its marks in view)
+                        deciders[name] = AcceptanceModel(seed=args.seed + k).fit(task, train_logs, "B")
+                        sims[name] = DecidingUser(sims[name], deciders[name])
+                        nll[name] = turn_nll(model, tok, decision_conversations(task, held_logs, "B"))
+                    else:
+                        nll[name] = turn_nll(model, tok, held_convs)
+                    print(f"build {k}, notes {notes}: {name} in {time.time() - t0:.0f} s")
             for name, sim in sims.items():
                 seed_everything(args.seed + k)
                 states = [e.state for e in play(task, {"A": human_a, "B": sim}, scenarios,
@@ -153,6 +170,8 @@ def main(argv=None) -> int:
                        "decision_distance": decision_distance(seen["curve"], human["curve"]),
                        "behaviour_distance": behaviour_distance(seen["stats"], human["stats"], BEHAVIOUR_SCALES)[
                            "total"], **{f"accepted {r['bin']}": r["accepted"] for r in seen["curve"]}}
+                if name in deciders:   # the share of its turns whose [accept] the module struck out
+                    row["overruled"] = sim.stats["overruled"] / max(sim.stats["turns"], 1)
                 if task.protocol == "offer":
                     rec = responsiveness(task, sim, probe("B"), n=args.probe_games, seed=args.seed)
                     row.update(good=rec["good"], bad=rec["bad"], responds=rec["responds"])

@@ -23,15 +23,20 @@ from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import (
     BEHAVIOUR_SCALES,
     DECISION_BINS,
+    AcceptanceModel,
+    DecidingUser,
     DondScenario,
     behaviour_stats,
     complement,
+    compliance,
+    decision_conversations,
     population,
     split_value,
 )
 from dialogrl.envs.dealnodeal import decisions as dealnodeal_decisions
 from dialogrl.envs.dealnodeal import probe as dealnodeal_probe
-from dialogrl.game import Agent
+from dialogrl.envs.dealnodeal.acceptance import NOTES, accepted, answer_points
+from dialogrl.game import Agent, StreamingAgent, Utterance
 from dialogrl.models import load_model
 from dialogrl.rollout import play
 from dialogrl.room import require_responsive, responsiveness
@@ -295,3 +300,87 @@ def test_a_calibrated_simulator_that_accepts_everything_stops_calibrated_rl():
     with pytest.raises(ValueError, match=r"calibrated simulator .*seed 1: agreed 1\.00 after .* vs 1\.00"):
         require_responsive(records, "calibrated simulator (calibrated RL trains against it)")
     require_responsive({k: r for k, r in records.items() if "seed 0" in k})   # raises nothing
+
+
+# ------------------------------------------------------------- a decision module beside the calibrated user's talk
+
+class Eager(StreamingAgent):
+    """A stand-in for the calibrated user's language model that accepts whatever stands, marks or not."""
+    name = "eager"
+
+    def __init__(self):
+        self._done = []
+
+    def submit(self, requests):
+        self._done += [(r, Utterance("ok deal [accept]" if r.state.info.get("offer") else "hi")) for r in requests]
+
+    def busy(self):
+        return bool(self._done)
+
+    def advance(self):
+        done, self._done = self._done, []
+        return done
+
+
+def human_games(n, seed=0):
+    task = DealOrNoDeal()
+    humans = {r: population(r, ["greedy", "fair", "stubborn", "accommodating"], seed=seed, style="casual")
+              for r in task.roles}
+    return task, [e.state for e in play(task, humans, task.sample_scenarios(n, seed=seed))]
+
+
+def test_answer_points_and_the_decisions_marked_in_the_users_view():
+    task = DealOrNoDeal()
+    g = play_texts(task, SC, ["[propose book=1 hat=2 ball=3]",   # 0: leaves B nothing
+                              "no [propose book=1 hat=2 ball=0]",  # 1: B holds out (and proposes)
+                              "ok",                                 # 2: A talks: B's proposal stands, no point
+                              "hmm",                                # 3
+                              "[propose book=0 hat=0 ball=3]",      # 4: leaves B 10
+                              "[accept]"])                          # 5: B accepts
+    assert answer_points(task, g, "B") == [(0, 0), (4, 10)] and answer_points(task, g, "A") == [(1, 6), (3, 6)]
+    assert [accepted(g, i) for i in (0, 4)] == [False, True] and accepted(g, 5) is None
+    (conv,) = decision_conversations(task, [g], "B")
+    users = [m["content"] for m in conv if m["role"] == "user"]
+    assert users == [f"[propose book=1 hat=2 ball=3]\n{NOTES[False]}", "ok", f"[propose book=0 hat=0 ball=3]\n"
+                     f"{NOTES[True]}"]
+    assert not any("(you " in m["content"] for m in task.view(g, "B") + decision_conversations(task, [g], "A")[0]
+                   if m["role"] == "assistant")
+
+
+def test_the_acceptance_model_learns_that_humans_accept_what_gives_them_more():
+    task, games = human_games(400)
+    model = AcceptanceModel(seed=0).fit(task, games, "B")
+    p = model.prob([1, 5, 9], [3, 3, 3], task.max_turns)
+    assert p[0] < 0.1 < p[2] and p[0] < p[1] < p[2] and model.n_decisions > 400
+    late = model.prob([5], [task.max_turns - 1], task.max_turns)[0]
+    assert late > p[1]   # the personas concede as the talk runs out
+    with pytest.raises(ValueError, match="20 or more"):
+        AcceptanceModel().fit(task, games[:2], "B")
+    with pytest.raises(ValueError, match="offer protocol"):
+        AcceptanceModel().fit(DealOrNoDeal(protocol="selection"), games, "B")
+
+
+def test_a_deciding_user_decides_as_its_module_the_same_in_any_batch():
+    """The module decides, the talk cannot overrule it: wrapped around a model that accepts everything, the user
+    accepts what gives it more (the module's curve), in the logged humans' own words, strikes the model's other
+    acceptances out (counted), and plays each game the same alone or among others."""
+    task, logs = human_games(400)
+    model = AcceptanceModel(seed=3).fit(task, logs, "B")
+    assert model.phrases and all(p.endswith("[accept]") for p in model.phrases)
+    user = DecidingUser(Eager(), model, name="calibrated")
+    buyers = population("A", ["greedy", "fair"], seed=1)
+    scenarios = task.sample_scenarios(120, seed=9)
+    seeds = list(range(1000, 1120))
+    states = [e.state for e in play(task, {"A": buyers, "B": user}, scenarios, seeds=seeds)]
+    done = compliance(model, task, states, "B")
+    assert done["rate"] == done["accepted_when_told"] == done["held_when_told"] == 1.0 and done["decisions"] > 120
+    assert user.stats["overruled"] > 0 and user.stats["accepted"] == sum(s.end_reason == "accept" and s.turns[-1].role
+                                                                         == "B" for s in states)
+    assert all(s.turns[-1].text in model.phrases for s in states if s.end_reason == "accept" and
+               s.turns[-1].role == "B")
+    curve = acceptance_curve(dealnodeal_decisions(task, states, "B"), DECISION_BINS)
+    assert curve[0]["accepted"] < 0.1 < curve[-1]["accepted"]
+    alone = play(task, {"A": buyers, "B": user}, scenarios[7:8], seeds=seeds[7:8])[0].state
+    assert [t.text for t in alone.turns] == [t.text for t in states[7].turns]
+    eager = [e.state for e in play(task, {"A": buyers, "B": AcceptsAll()}, scenarios, seeds=seeds)]
+    assert compliance(model, task, eager, "B")["held_when_told"] < 0.5   # a user that ignores the module is caught

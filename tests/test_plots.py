@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from dialogrl import plots
+from dialogrl.calibration import acceptance_curve
 from dialogrl.stats import t_interval
 
 matplotlib.use("Agg")
@@ -118,3 +119,21 @@ def test_stack_columns_puts_logged_columns_under_one_name():
     assert long.columns.tolist() == ["method", "seed", "step", "reward", "against"]
     assert long[["step", "reward", "against"]].values.tolist() == [[0, 0.1, "train"], [0, 0.3, "train"],
                                                                     [1, 0.5, "held out"], [0, 0.6, "held out"]]
+
+
+def test_acceptance_curves_band_the_seeds_and_draw_the_humans_as_one_line(tmp_path):
+    """Notebook 01's calibration figure: a simulator over seeds gets its t-band; the humans' logs, one curve with no
+    seed, one line; a bin nobody decided in is left out."""
+    bins = ((0, 1), (2, 3), (4, 5), (6, 7), (8, 10))
+    rows = [{"simulator": "human (held-out logs)", **r}
+            for r in acceptance_curve([(w, w >= 6) for w in range(11)], bins)]
+    for seed, lean in enumerate((0.6, 0.7, 0.8)):
+        rows += [{"simulator": "calibrated", "seed": seed, **r}
+                 for r in acceptance_curve([(w, w / 10 < lean) for w in range(8)], bins)]   # nothing above 7
+    frame = pd.DataFrame(rows)
+    fig = plots.acceptance_curves(frame, path=tmp_path / "acceptance.png", units="seed")
+    assert (tmp_path / "acceptance.png").stat().st_size > 0
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert set(lines) == {"human (held-out logs)", "calibrated (3 seeds)"}
+    assert len(lines["calibrated (3 seeds)"].get_xdata()) == 4 and len(lines["human (held-out logs)"].get_xdata()) == 5
+    check(fig)

@@ -29,6 +29,9 @@ the same keys face the same random numbers (common random numbers: the policy's 
                                                            key = `game.game_key(state, "counterpart")`
     vs               game seed                             Verbalized Sampling's choice among its candidates (the same,
                                                            with key = game_key(state, "vs"))
+    decision         game seed                             a calibrated user's decision module's accept / hold-out draw
+                                                           (`dealnodeal.AcceptanceModel.decide`: the same, with key =
+                                                           game_key(state, "decision"))
     minibatches      run seed, step, adapter, epoch        the trainer's split of a rollout into minibatches
     logs             seed, ...                             synthetic logged dialogues (scripted "human" logs):
                                                            task.sample_scenarios(n, stream_seed("logs", seed))
@@ -51,7 +54,7 @@ import operator
 import random
 
 STREAMS = ("train-scenarios", "train-games", "eval-scenarios", "eval-games", "horizons", "tokens", "counterpart",
-           "vs", "minibatches", "logs", "check-scenarios", "check-games")
+           "vs", "decision", "minibatches", "logs", "check-scenarios", "check-games")
 
 
 def _key(k) -> int | str:

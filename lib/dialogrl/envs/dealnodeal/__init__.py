@@ -1,9 +1,15 @@
 """Deal or No Deal: the rules (task.py), scripted negotiators (personas.py), the warm-start corpus (corpus.py), the
-learned selection step of the selection protocol (selection.py), how a role behaves (behaviour.py) and the human
-dialogues (data.py).
+learned selection step of the selection protocol (selection.py), a simulated user's learned accept / hold-out decision
+(acceptance.py), how a role behaves (behaviour.py) and the human dialogues (data.py).
 
 The corpus plays games through the rollout engine, so import it by its path: `dialogrl.envs.dealnodeal.corpus`.
 """
+from dialogrl.envs.dealnodeal.acceptance import (
+    AcceptanceModel,
+    DecidingUser,
+    compliance,
+    decision_conversations,
+)
 from dialogrl.envs.dealnodeal.behaviour import (
     BEHAVIOUR_SCALES,
     DECISION_BINS,
@@ -63,7 +69,8 @@ TINY_MODELS = {
         description="Deal or No Deal (selection protocol), warm-started on the 5,808 human dialogues"),
 }
 
-__all__ = ["TASK", "TINY_MODELS", "BEHAVIOUR_SCALES", "DECISION_BINS", "behaviour_stats", "decisions", "DondRecord",
+__all__ = ["TASK", "TINY_MODELS", "AcceptanceModel", "DecidingUser", "compliance", "decision_conversations",
+           "BEHAVIOUR_SCALES", "DECISION_BINS", "behaviour_stats", "decisions", "DondRecord",
            "dond_human_corpus", "load_dond", "replay",
            "ALL_PERSONAS", "PERSONAS", "UNSEEN_PERSONAS", "Persona", "ProbeProposer", "Reciprocal", "ScriptedAgent",
            "aspiration", "population", "probe", "traits", "SelectionClassifier", "ITEMS", "POOL_FREQUENCIES",

@@ -40,7 +40,7 @@ from __future__ import annotations
 import itertools
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -259,9 +259,15 @@ class DealOrNoDeal(Task):
         return head + (f"Agree on a split, then write {SELECTION_TOKEN} to end the talk. "
                        f"At most {self.max_turns} turns.")
 
-    def view(self, state: GameState, role: str) -> list[dict]:
+    def view(self, state: GameState, role: str, note: Callable[[int], str] | None = None) -> list[dict]:
+        """`role`'s chat view. note: a further mark after a counterpart turn (its index in state.turns -> text, ""
+        for none), after the game's own (`note`): an agent's private aid, e.g. a decision module's
+        (`dealnodeal.DecidingUser`)."""
+        def marks(i: int) -> str:
+            return "\n".join(m for m in (self.note(state, i, role), note(i) if note else "") if m)
+
         msgs = [{"role": "system", "content": self.system_prompt(state.scenario, role)}]
-        msgs += history_messages(state, role, opening="You speak first.", note=lambda i: self.note(state, i, role))
+        msgs += history_messages(state, role, opening="You speak first.", note=marks)
         if state.info.get("phase") == "select":
             msgs.append({"role": "user", "content": "Selection: write the agreed split as "
                          "'book=N hat=N ball=N' (your share), or 'no agreement'."})
