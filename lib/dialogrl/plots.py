@@ -146,7 +146,7 @@ def acceptance_curves(curves: pd.DataFrame, path: str | Path | None = None, titl
     ax.set_xlabel("points of 10 the proposal gives it")
     ax.set_ylabel("share accepted")
     ax.set_title(title or "acceptance by what a proposal gives the user")
-    outside_legend(ax, title="band: 95% t over builds")
+    outside_legend(ax, title=f"band: 95% t over {units}s")
     return _save(fig, path)
 
 
