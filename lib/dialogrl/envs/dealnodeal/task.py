@@ -29,8 +29,9 @@ Two text protocols (parameter `protocol`):
       The `score` metric is always the game's score; `reward` = score - invalid_penalty * (own invalid turns).
       `notes`: the roles whose own view marks each valid proposal of the counterpart with what it would give them,
       "(to you: 7 of your 10 points)" (`note`): the sum of counts times values that a tiny model cannot work out
-      from a marker and its prompt (as TeleSales' buyer notes). Notebook 01 gives it to the simulated user (role B)
-      only, so the policy never sees one; the warm-start corpus is written without notes.
+      from a marker and its prompt (as TeleSales' buyer notes); the warm-start corpus is written without notes.
+      Measured for notebook 01's simulated user (`bench/calibration_check.py --notes yes`, papers/01): fine-tuning
+      on the human logs with notes did not teach the tiny model to decide by them, so the notebook does not use it.
 
 Markers and selections are ASCII: digits are 0-9 only (a Unicode digit such as '①' or '３' makes a marker
 malformed). No input makes a parser raise; a malformed turn is recorded as invalid on the Turn.
