@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from dialogrl.envs.dealnodeal.acceptance import accepted, answer_points
 from dialogrl.envs.dealnodeal.task import DealOrNoDeal, complement, split_value
 from dialogrl.game import GameState
 
@@ -84,12 +85,6 @@ def decisions(task: DealOrNoDeal, games: Sequence[GameState], role: str) -> list
             if theirs is not None:
                 out.append((split_value(values, complement(counts, theirs)), task.deal(state) is not None))
             continue
-        standing = None   # the counterpart's standing proposal (its own share), while it stands
-        for t in state.talk_turns():
-            valid = t.invalid is None and t.action
-            if t.role == role and standing is not None:
-                out.append((split_value(values, complement(counts, standing)),
-                            bool(valid and t.action.get("type") == "accept")))
-            if valid and t.action.get("type") == "propose":
-                standing = t.action["share"] if t.role != role else None
+        out += [(worth, accepted(state, i)) for i, worth in answer_points(task, state, role)
+                if accepted(state, i) is not None]   # the games that went on to the role's answer
     return out
