@@ -14,11 +14,97 @@ reads finished notebook runs instead (any notebook): each training run's dialogu
 over the steps) over its training seconds (`timings.json`), i.e. dialogues/min of one run in its process, and the
 notebook's training throughput on the machine, all runs' dialogues over the training seconds divided by `processes`
 (the runs go `processes` at a time). A notebook's chosen design against an earlier one: pass both runs' folders.
+
+    python bench/throughput.py --design 04_ibrl_bilateral [--against 68f4c91] [--seeds 1] [--set processes=1]
+
+prices a seed of a notebook's `cpu` design: runs the notebook itself (papermill, its parameters cell's defaults, i.e.
+the `cpu` profile, with n_seeds = --seeds and any --set overrides) and reads its timings.json: `seconds per seed` is
+the seed's training runs and their evaluations (every method, train_s + eval_s as the notebook records them, worker
+seconds) over `processes` (the runs go that many at a time, one thread each): the machine's seconds for one more seed.
+`notebook seconds` is the whole run, its one-off setup (warm starts, design checks, tables) included. With --against
+<git ref> the same runs first from that commit's notebook and library (a `git worktree` under --out, its `lib` first
+on PYTHONPATH, the same interpreter, packages and model cache), then from this working tree, one after the other on
+the same machine, and the last line is `ratio: <against's seconds per seed / ours>` (above 1: ours is faster).
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# run in a fresh interpreter with the tree's `lib` first on the path (papermill's kernel inherits the environment)
+PAPERMILL = ("import json, sys, papermill; papermill.execute_notebook(sys.argv[1], sys.argv[2], "
+             "parameters=json.loads(sys.argv[3]), progress_bar=False, cwd=sys.argv[4])")
+
+
+def price_seed(root: Path, stem: str, seeds: int, overrides: dict, out: Path) -> dict:
+    """Run notebooks/<stem>.ipynb of the tree at `root` (its own library) with n_seeds=`seeds` into `out`; returns
+    the seconds per seed (the seeds' runs, train + eval, over `processes`, per seed), the notebook's seconds, and
+    the per-method seconds of the seeds' runs."""
+    out.mkdir(parents=True, exist_ok=True)
+    params = {"n_seeds": seeds, "run_dir": str(out / "run"), **overrides}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "lib"), os.environ.get("PYTHONPATH", "")])}
+    t0 = time.time()
+    done = subprocess.run([sys.executable, "-c", PAPERMILL, str(root / "notebooks" / f"{stem}.ipynb"),
+                           str(out / f"{stem}.ipynb"), json.dumps(params), str(root)], env=env, cwd=root,
+                          capture_output=True, text=True)
+    wall = time.time() - t0
+    timings = out / "run" / "timings.json"
+    if done.returncode != 0 or not timings.exists():
+        raise SystemExit(f"{root}: notebook {stem} failed (its executed copy: {out / f'{stem}.ipynb'}):\n"
+                         f"{done.stderr[-3000:]}")
+    runs = json.loads(timings.read_text())["runs"]
+    processes = json.loads((out / "run" / "config.json").read_text()).get("processes") or 1
+    mine = [r for r in runs if isinstance(r.get("seed"), int) and r["seed"] < seeds]
+    methods: dict[str, float] = {}
+    for r in mine:
+        methods[r["method"]] = methods.get(r["method"], 0.0) + r["train_s"] + r["eval_s"]
+    worker = sum(r["train_s"] + r["eval_s"] for r in mine)
+    return {"seconds_per_seed": worker / processes / seeds, "worker_seconds": worker, "processes": processes,
+            "notebook_seconds": json.loads(timings.read_text())["seconds"], "wall_seconds": wall,
+            "train_s": sum(r["train_s"] for r in mine), "eval_s": sum(r["eval_s"] for r in mine),
+            "methods": methods}
+
+
+def design_main(args) -> None:
+    overrides = {}
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:   # a bare word: a string
+            overrides[key] = value
+    out = Path(args.out or tempfile.mkdtemp(prefix="throughput-"))
+    trees = [("ours", ROOT)]
+    if args.against:
+        worktree = out / "against-tree"
+        if not worktree.exists():
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.against],
+                           check=True, capture_output=True)
+        trees.insert(0, (f"against {args.against}", worktree))
+    priced = {}
+    try:
+        for label, root in trees:
+            priced[label] = price_seed(root, args.design, args.seeds, overrides, out / label.split()[0])
+            p = priced[label]
+            print(f"{label}: seconds per seed: {p['seconds_per_seed']:.0f} (train {p['train_s']:.0f} s + eval "
+                  f"{p['eval_s']:.0f} s of worker time over {p['processes']} processes, {args.seeds} seed(s)); "
+                  f"notebook seconds: {p['notebook_seconds']:.0f}; by method: "
+                  + ", ".join(f"{m} {s:.0f}" for m, s in p["methods"].items()), flush=True)
+    finally:
+        if args.against:
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(out / "against-tree")],
+                           capture_output=True)
+    (out / "throughput.json").write_text(json.dumps(priced, indent=1))
+    if args.against:
+        print(f"ratio: {priced[trees[0][0]]['seconds_per_seed'] / priced['ours']['seconds_per_seed']:.2f}")
 
 
 def run_throughput(run_dir: str) -> str:
@@ -59,7 +145,15 @@ def main():
     p.add_argument("--group", type=int, default=4)
     p.add_argument("--eval", type=int, default=50)
     p.add_argument("--runs", nargs="+", help="finished notebook run folders to read instead of training here")
+    p.add_argument("--design", help="a notebook stem: price one seed of its cpu design (runs the notebook)")
+    p.add_argument("--against", help="with --design: a git ref whose notebook and library run the same first")
+    p.add_argument("--seeds", type=int, default=1, help="with --design: the notebook's n_seeds")
+    p.add_argument("--set", nargs="*", help="with --design: more parameters, key=value (JSON values)")
+    p.add_argument("--out", help="with --design: where the runs go (default: a new temporary folder)")
     args = p.parse_args()
+    if args.design:
+        design_main(args)
+        return
     if args.runs:
         for run in args.runs:
             print(run_throughput(run))

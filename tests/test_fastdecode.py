@@ -4,7 +4,7 @@ rows join and leave mid-batch."""
 import pytest
 import torch
 
-from dialogrl.fastdecode import FastDecodeBatch, LeanModel, decode_batch, lean_supported
+from dialogrl.fastdecode import FastDecodeBatch, LeanModel, decode_batch, hidden, lean_supported, lean_trainable
 from dialogrl.models import add_adapters, base_model, load_model, use_adapter
 from dialogrl.sampling import DecodeBatch
 
@@ -192,3 +192,54 @@ def test_bf16_on_cuda_keeps_the_hf_path_and_lean_runs_when_asked(toy_model_dir):
         while batch:
             done += batch.step()
         assert sorted(f.key for f in done) == [0, 1] and all(len(f.completion) == len(f.logprobs) for f in done)
+
+
+# ------------------------------------------------------------------------------ the trainer's packed forward
+
+def test_packed_hidden_states_and_their_gradients_equal_the_hf_decoders(toy):
+    """fastdecode.hidden (right-padded rows, packed linear layers, LoRA as effective weights, causal SDPA without a
+    mask) gives the HF decoder's final hidden states at every real position, and the same gradients in the adapter."""
+    model, _ = toy
+    model = add_adapters(model, ["red", "blue"], r=4)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.1)
+    use_adapter(model, "red")
+    lean = LeanModel(model)
+    probe = torch.randn(len(SEQS), max(map(len, SEQS)), model.config.hidden_size)   # a loss that reads every position
+    lora = {n: p for n, p in model.named_parameters() if ".red." in n and "lora_" in n}
+    assert lora and all(p.requires_grad for p in lora.values())
+
+    def grads(hidden_fn):
+        model.zero_grad(set_to_none=True)
+        h = hidden_fn()
+        (h * probe[:, :h.shape[1]]).sum().backward()
+        return h.detach(), {n: p.grad.clone() for n, p in lora.items()}
+
+    def hf():   # each row alone: no padding at all
+        rows = [model.get_decoder()(input_ids=torch.tensor([s]), use_cache=False).last_hidden_state[0] for s in SEQS]
+        out = torch.zeros(len(SEQS), max(map(len, SEQS)), model.config.hidden_size)
+        for i, r in enumerate(rows):
+            out[i, :len(SEQS[i])] = r
+        return out
+
+    h_lean, g_lean = grads(lambda: hidden(lean, SEQS))
+    h_hf, g_hf = grads(hf)
+    assert torch.allclose(h_lean, h_hf, atol=1e-5)
+    for n in lora:
+        torch.testing.assert_close(g_lean[n], g_hf[n], atol=1e-4, rtol=1e-4, msg=n)
+    assert any(g.abs().sum() > 0 for g in g_lean.values())
+    with torch.no_grad():                        # without grad: the cached weights, the same numbers
+        assert torch.allclose(hidden(lean, SEQS), h_hf, atol=1e-5)
+        with base_model(model):                  # the KL's reference: adapters off
+            ref = hidden(lean, SEQS)
+            assert torch.allclose(ref[0, :len(SEQS[0])], model.get_decoder()(
+                input_ids=torch.tensor([SEQS[0]]), use_cache=False).last_hidden_state[0], atol=1e-5)
+
+
+def test_lora_dropout_keeps_the_models_own_forward(toy_model_dir):
+    model, _ = load_model(str(toy_model_dir), device="cpu", adapters=["a"], lora_dropout=0.1)
+    assert lean_supported(model) and not lean_trainable(model)
+    model, _ = load_model(str(toy_model_dir), device="cpu", adapters=["a"])
+    assert lean_trainable(model)

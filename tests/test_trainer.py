@@ -147,6 +147,37 @@ def test_chunks_sized_in_tokens_give_the_same_update(dond_toy_dir, level):
         TrainConfig(minibatch_tokens=0)
 
 
+@pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
+def test_the_packed_lean_forward_gives_the_models_update(dond_toy_dir, algorithm):
+    """The update through fastdecode.hidden (the default on fp32 Qwen2 models on the CPU) and through the model's own
+    forward (lean=False), from the same weights on the same rollout: the same stats and the same adapters after
+    four optimizer steps (2 epochs x 2 minibatches, KL, entropy bonus; with ppo the critic too), to float error: the
+    adapter's change as one vector (element by element, AdamW's first steps move a weight whose gradient is float
+    noise by about lr either way)."""
+    results = []
+    for lean in (None, False):
+        seed_everything(0)
+        model, tok = load_model(str(dond_toy_dir), adapters=["A", "B"], device="cpu", lora_r=4)
+        roles = {"A": RoleSpec(adapter="A", trainable=True, lr=1e-2), "B": RoleSpec(agent=ScriptedAgent("fair"))}
+        cfg = TrainConfig(steps=1, scenarios_per_step=4, group_size=2, max_new_tokens=16, algorithm=algorithm,
+                          kl_coef=0.05, entropy_coef=0.01, epochs_per_step=2, minibatches=2)
+        trainer = Trainer(TASK, model, tok, roles, cfg, lean=lean)
+        assert (trainer.lean_model is not None) == (lean is None)
+        episodes, groups = trainer.rollout(0)
+        samples = trainer.samples(episodes, groups)["A"]
+        before = torch.cat([p.detach().flatten() for p in adapter_parameters(model, "A").values()])
+        stats = trainer.update("A", samples)
+        after = torch.cat([p.detach().flatten() for p in adapter_parameters(model, "A").values()])
+        results.append((samples, stats, after - before))
+    (s_lean, st_lean, w_lean), (s_hf, st_hf, w_hf) = results
+    assert [s.completion_ids for s in s_lean] == [s.completion_ids for s in s_hf]   # one rollout, decoded alike
+    assert [s.advantage for s in s_lean] == pytest.approx([s.advantage for s in s_hf], abs=1e-5)
+    assert st_lean.keys() == st_hf.keys()
+    for k in st_lean:
+        assert st_lean[k] == pytest.approx(st_hf[k], rel=1e-4, abs=1e-6), k
+    assert (w_lean - w_hf).norm() < 1e-2 * w_hf.norm()   # the two updates of the adapter, as vectors (3e-4 seen)
+
+
 def test_loss_gradient_reaches_only_the_roles_own_completion_tokens(dond_toy_dir):
     trainer = make_trainer(dond_toy_dir)
     seed_everything(1)

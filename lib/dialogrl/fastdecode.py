@@ -125,6 +125,12 @@ class LeanModel:
 
     @torch.no_grad()
     def _build(self) -> None:
+        self.w = self._layers()
+        self._key = self._state()
+
+    def _layers(self) -> list[LayerWeights]:
+        """Every block's effective weights, built from the HF model's tensors (in the autograd graph when grad is
+        enabled: then a loss reaches the LoRA adapters through them); records their sources."""
         self._sources = []
         layers = []
         for block in self.core.layers:
@@ -139,8 +145,7 @@ class LeanModel:
                 down=self._linear(mlp.down_proj)))
             self._sources += [block.input_layernorm.weight, block.post_attention_layernorm.weight]
         self._sources += [self.core.embed_tokens.weight, self.core.norm.weight, self.lm_head.weight]
-        self.w = layers
-        self._key = self._state()
+        return layers
 
     def _state(self) -> tuple:
         return self._adapter_state(), tuple((t._version, t.data_ptr()) for t in self._sources)
@@ -237,6 +242,55 @@ class LeanModel:
             x = x[(last + 1).cumsum(0) - 1]                                       # (B, H) each row's last token
         x = F.rms_norm(x, (H,), self.core.norm.weight, self.eps)
         return x @ self.lm_head.weight.t()                                       # (B, V)
+
+
+def lean_trainable(model) -> bool:
+    """Whether `LeanModel.hidden` can stand in for the HF decoder in a training forward: a supported model
+    (`lean_supported`) whose LoRA layers apply no dropout while training (the effective weights W + scale * B @ A
+    are the adapter's function only without it)."""
+    if not lean_supported(model):
+        return False
+    return all(isinstance(d, torch.nn.Identity) for m in _inner(model).modules() if hasattr(m, "lora_dropout")
+               for d in m.lora_dropout.values())
+
+
+def hidden(lean: LeanModel, rows: Sequence[Sequence[int]]) -> torch.Tensor:
+    """The decoder's final-normed hidden states of `rows` laid out right-padded, (B, L, H) (zeros on padding), as
+    the HF decoder gives them at each row's real positions 0..len-1: the trainer's packed forward, differentiable.
+
+    Every linear layer runs on the rows' real tokens only, packed (N, H): no matmul on padding, q/k/v and gate/up
+    fused into one matmul each, and LoRA as the effective weight W + scale * B @ A (one matmul per layer instead of
+    three thin ones and a scaled add; the gradient reaches A and B through it). Attention runs in the padded layout
+    with SDPA's causal kernel and no mask: a real token sits before its row's padding, so it sees exactly its row's
+    earlier tokens; the padding's own outputs are dropped. With grad enabled the effective weights are built in the
+    graph; without, the cached ones (rebuilt when a source tensor changes) serve."""
+    w = lean._layers() if torch.is_grad_enabled() else lean.weights()
+    dev = lean.core.embed_tokens.weight.device
+    nh, kvh, d, H, eps = lean.nh, lean.kvh, lean.d, lean.H, lean.eps
+    lens = [len(r) for r in rows]
+    B, L = len(rows), max(lens)
+    lean._rope(L)
+    col = torch.cat([torch.arange(n) for n in lens]).to(dev)                    # (N,) each real token's position
+    flat = torch.repeat_interleave(torch.arange(B), torch.tensor(lens)).to(dev) * L + col   # its place in (B L)
+    N = flat.shape[0]
+    x = F.embedding(torch.tensor([t for r in rows for t in r], device=dev), lean.core.embed_tokens.weight)
+    cos, sin = lean.cos[col][:, None], lean.sin[col][:, None]                  # (N, 1, d)
+    for lw in w:
+        h = F.rms_norm(x, (H,), lw.ln1, eps)
+        qkv = F.linear(h, lw.qkv, lw.qkv_bias).view(N, nh + 2 * kvh, d)
+        qk, v = qkv[:, :nh + kvh], qkv[:, nh + kvh:]
+        qk = torch.addcmul(qk * cos, torch.cat([-qk[..., d // 2:], qk[..., :d // 2]], dim=-1), sin)   # RoPE
+        heads = qkv.new_zeros(B * L, nh + 2 * kvh, d).index_copy(0, flat, torch.cat([qk, v], dim=1))
+        heads = heads.view(B, L, nh + 2 * kvh, d).transpose(1, 2)                # (B, heads, L, d)
+        a = F.scaled_dot_product_attention(heads[:, :nh], heads[:, nh:nh + kvh], heads[:, nh + kvh:],
+                                           is_causal=True, enable_gqa=True)     # (B, nh, L, d)
+        a = a.transpose(1, 2).reshape(B * L, nh * d)[flat]                       # (N, nh d)
+        x = x + F.linear(a, lw.o)
+        h = F.rms_norm(x, (H,), lw.ln2, eps)
+        g, u = F.linear(h, lw.gate_up).chunk(2, dim=-1)
+        x = x + F.linear(F.silu(g) * u, lw.down)
+    x = F.rms_norm(x, (H,), lean.core.norm.weight, eps)
+    return x.new_zeros(B * L, H).index_copy(0, flat, x).view(B, L, H)
 
 
 class FastDecodeBatch(RowQueue):

@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from dialogrl.agents import LMAgent
+from dialogrl.fastdecode import LeanModel, hidden, lean_trainable, uses_lean
 from dialogrl.game import Agent, Task
 from dialogrl.models import HALF_DTYPES, adapter_parameters, base_model, resolve_precision, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
@@ -221,6 +222,10 @@ class Trainer:
     # (e.g. rl.methods.scope.SimulatorPool, which snapshots a co-trained simulator and swaps a population into its role)
     hooks: list[Callable[[Trainer], None]] = field(default_factory=list)
     step_count: int = 0
+    # the update's forward: None (the lean packed forward, `fastdecode.hidden`, where it can stand in for the model's:
+    # fp32 Qwen2/Llama models on the CPU without LoRA dropout, as the rollouts' lean engine), True (wherever it can),
+    # False (always the model's own forward). The same numbers to float error, for about half the time
+    lean: bool | None = None
 
     def __post_init__(self):
         from accelerate import Accelerator
@@ -279,6 +284,8 @@ class Trainer:
                                "lr": lr if cfg.critic_lr is None else cfg.critic_lr})
             self.optimizers[adapter] = torch.optim.AdamW(groups, lr=lr, weight_decay=0.0)
             self.schedulers[adapter] = torch.optim.lr_scheduler.LambdaLR(self.optimizers[adapter], self._lr_factor)
+        self.lean_model = (LeanModel(self.model) if uses_lean(self.model, self.lean) and lean_trainable(self.model)
+                           else None)
         # fp16 autocast needs loss scaling (small gradients underflow in float16); a disabled scaler passes through
         self.scaler = torch.amp.GradScaler(dev.type, enabled=self._precision() == "fp16")
         if self.adapter_roles:
@@ -447,21 +454,29 @@ class Trainer:
 
     def _forward(self, batch: list[Sample], pack: bool = True, hidden_only: bool = False):
         """One forward pass over `batch` laid out as packed rows (see `_chains`): a row is the last member's prompt
-        and completion (its prompt only with `hidden_only`), left-padded, position ids counting real tokens.
+        and completion (its prompt only with `hidden_only`), right-padded: a real token's position is its column.
         Returns the last hidden states (B, L, H) (final norm applied), the ids, and per sample its row and the
-        position where its completion starts in that row."""
+        position where its completion starts in that row.
+
+        No attention mask: every real token sits before its row's padding, so causal attention alone gives it
+        exactly the keys it would see unpadded (the padding's own outputs are never read), and SDPA's causal kernel
+        skips the keys after each query instead of computing them and masking them out (about half the attention's
+        work; a padding mask forces the full square)."""
         chains = _chains(batch) if pack else [[i] for i in range(len(batch))]
         rows = [batch[c[-1]].prompt_ids + ([] if hidden_only else batch[c[-1]].completion_ids) for c in chains]
-        ids, attn, pos = pad(rows, self.tokenizer.pad_token_id, device=self.accelerator.device)
-        L = ids.shape[1]
+        ids, _, _ = pad(rows, self.tokenizer.pad_token_id, side="right", device=self.accelerator.device)
         row_of, start = [0] * len(batch), [0] * len(batch)
         for r, c in enumerate(chains):
             for i in c:
-                row_of[i], start[i] = r, L - len(rows[r]) + len(batch[i].prompt_ids)
+                row_of[i], start[i] = r, len(batch[i].prompt_ids)
+        if self.lean_model is not None and self._precision() == "no":   # fastdecode.hidden: the same numbers, packed
+            return hidden(self.lean_model, rows), ids, row_of, start
         with self._autocast():   # the decoder body alone: no LM head here (`token_logprobs` applies it where needed;
             # the causal LM's own call with logits_to_keep=1 still ran the head, through a copy of its weight per row
             # under bf16 autocast: rows x vocabulary x hidden x 2 bytes, 272 MB a row for Qwen2.5-0.5B)
-            out = self.model.get_decoder()(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=False)
+            # and no position ids: a row's positions are its columns (given ones that restart at 0 on the padding
+            # would read to transformers as packed sequences, and it would build a mask for them)
+            out = self.model.get_decoder()(input_ids=ids, attention_mask=None, use_cache=False)
         return out.last_hidden_state, ids, row_of, start
 
     def token_logprobs(self, batch: list[Sample], adapter: str | None = None, with_entropy: bool = False,
