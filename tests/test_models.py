@@ -97,6 +97,23 @@ def test_active_adapter_changes_the_output(toy_model_dir):
         use_adapter(model, "green")
 
 
+def test_use_adapter_leaves_the_model_as_peft_set_adapter_does(toy_model_dir):
+    """use_adapter switches on the layers it found once (not peft's walk over every module): the active adapter of
+    the model, its tuner and every LoRA layer, and which parameters require grad, are what peft's call leaves."""
+    def status(model):
+        layers = [m.active_adapter for m in model.modules() if hasattr(m, "lora_A")]
+        return (model.active_adapter, model.base_model.active_adapter, layers,
+                {n: p.requires_grad for n, p in model.named_parameters()})
+
+    ours, _ = load_model(str(toy_model_dir), adapters=["red", "blue", "green"], device="cpu", lora_r=4)
+    peft, _ = load_model(str(toy_model_dir), adapters=["red", "blue", "green"], device="cpu", lora_r=4)
+    for name in ("blue", "red", "green", "red", "blue"):
+        use_adapter(ours, name)
+        peft.set_adapter(name)
+        assert status(ours) == status(peft)
+        assert {n for n, p in ours.named_parameters() if p.requires_grad} == set(adapter_parameters(ours, name))
+
+
 def test_base_model_runs_the_base_and_gives_the_adapters_back(toy_model_dir):
     """`base_model` (peft's disable_adapter without its walks over every module) gives peft's base outputs, then the
     active adapter's outputs and trainable parameters again; `use_adapter`'s shortcut for the adapter already active

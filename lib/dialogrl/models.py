@@ -265,15 +265,56 @@ def _seeded(key: str, model):
 def use_adapter(model, name: str) -> None:
     """Make `name` the active adapter: generation and forward passes use it, and only its parameters require grad.
 
-    Free when `name` is already active and no adapter was added or removed since: peft's set_adapter walks every
-    module (about 5 ms on a CPU for a tiny model), and an agent switches before each decoding step of a rollout."""
+    Free when `name` is already active and no adapter was added or removed since; otherwise what peft's set_adapter
+    does, on the adapter layers and parameters found once per model (and set of adapters): peft's own call walks
+    every module and every parameter of each layer (2-4 ms on a CPU for a tiny model), and two agents that take
+    turns (IB-RL's seller and buyer) switch before each of their decoding steps: a third of a rollout's time.
+    Models with auxiliary trainable modules, merged or partly frozen adapters take peft's call."""
     if name not in model.peft_config:
         raise ValueError(f"no adapter {name!r} on this model; adapters: {sorted(model.peft_config)}")
     key = (name, tuple(model.peft_config))
     if model.__dict__.get("_dialogrl_active") == key and model.active_adapter == name:
         return
-    model.set_adapter(name)
+    switch = _adapter_switch(model)
+    if switch is None:
+        model.set_adapter(name)
+    else:
+        for layer, params in switch:
+            for adapter, p in params:
+                p.requires_grad_(adapter == name)
+            layer._active_adapter = [name]
+        model.base_model.active_adapter = name   # as PeftModel.set_adapter and its tuner's set_adapter leave them
+        model.active_adapter = name
     model.__dict__["_dialogrl_active"] = key
+
+
+def _adapter_switch(model) -> list | None:
+    """Per LoRA layer of `model`, its adapters' parameters as (adapter, parameter) pairs (cached with the set of
+    adapters), or None where peft's set_adapter must run (auxiliary modules, merged or partly frozen adapters)."""
+    from peft.tuners.tuners_utils import BaseTunerLayer
+    from peft.utils.other import AuxiliaryTrainingWrapper
+
+    key = tuple(model.peft_config)
+    found = model.__dict__.get("_dialogrl_switch")
+    if found is None or found[0] != key:
+        switch = []
+        for m in model.modules():
+            if isinstance(m, AuxiliaryTrainingWrapper):
+                switch = None
+                break
+            if isinstance(m, BaseTunerLayer):
+                if m.merged or m.frozen_peft_weight_names:
+                    switch = None
+                    break
+                params = []
+                for layer_name in m.adapter_layer_names:
+                    for adapter, sub in getattr(m, layer_name).items():
+                        leaves = [sub] if isinstance(sub, torch.Tensor) else list(sub.parameters())
+                        params += [(adapter, p) for p in leaves if p.is_leaf]
+                switch.append((m, params))
+        found = (key, switch)
+        model.__dict__["_dialogrl_switch"] = found
+    return found[1]
 
 
 def base_model(model):
