@@ -8,7 +8,8 @@ its exact prompt ids, sampled completion ids, sampling log-probs and GRPO advant
 multiple of `minibatch_turns` (TRL splits a batch into equal micro-batches; this way both modes run micro-batches of
 the same number of sequences), and every mode updates on exactly these token sequences. Tokens/s counts the trained
 tokens: the completion tokens of the batch, the same number for every mode (also printed: the forward tokens,
-prompt + completion without padding, and the padded positions the forward passes actually compute).
+prompt + completion without padding, and the padded positions the forward passes lay out: ours' attention runs on
+them, its linear layers on the real tokens only, fastdecode.hidden).
 
 Timed in every mode: one optimizer step on the whole batch, i.e. for each micro-batch of `minibatch_turns` (64)
 sequences a forward with the adapter, the clipped-surrogate loss (token mean over the batch) and its backward; then
@@ -168,7 +169,7 @@ def run_ours(args, batch: dict) -> dict:
         samples.sort(key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
     seq_len = lambda s: len(s.prompt_ids) + len(s.completion_ids)  # noqa: E731
     rows, padded, keys, chunks = 0, 0, 0, _chunk_chains(samples, trainer.config.minibatch_turns)
-    for chunk in chunks:  # what Trainer.update computes: one row per chain (a game's turns packed), left-padded
+    for chunk in chunks:  # what Trainer.update lays out: one row per chain (a game's turns packed), right-padded
         lengths = [seq_len(samples[chunk[c[-1]]]) for c in _chains([samples[i] for i in chunk])]
         rows, padded = rows + sum(lengths), padded + len(lengths) * max(lengths)
         keys += sum(n * (n + 1) // 2 for n in lengths)  # causal attention: position p sees p + 1 keys
