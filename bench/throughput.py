@@ -21,7 +21,8 @@ prices a seed of a notebook's `cpu` design: runs the notebook itself (papermill,
 the `cpu` profile, with n_seeds = --seeds and any --set overrides) and reads its timings.json: `seconds per seed` is
 the seed's training runs and their evaluations (every method, train_s + eval_s as the notebook records them, worker
 seconds) over `processes` (the runs go that many at a time, one thread each): the machine's seconds for one more seed.
-`notebook seconds` is the whole run, its one-off setup (warm starts, design checks, tables) included. With --against
+`notebook seconds` is the whole run, its one-off setup (warm starts, design checks, tables) included, and any
+warm-start build the model cache lacks: the side that runs first pays it, so compare seconds per seed. With --against
 <git ref> the same runs first from that commit's notebook and library (a `git worktree` under --out, its `lib` first
 on PYTHONPATH, the same interpreter, packages and model cache), then from this working tree, one after the other on
 the same machine, and the last line is `ratio: <against's seconds per seed / ours>` (above 1: ours is faster).
