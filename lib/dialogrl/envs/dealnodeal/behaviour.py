@@ -85,6 +85,8 @@ def decisions(task: DealOrNoDeal, games: Sequence[GameState], role: str) -> list
             if theirs is not None:
                 out.append((split_value(values, complement(counts, theirs)), task.deal(state) is not None))
             continue
-        out += [(worth, accepted(state, i)) for i, worth in answer_points(task, state, role)
-                if accepted(state, i) is not None]   # the games that went on to the role's answer
+        for turn, worth in answer_points(task, state, role):
+            answer = accepted(state, turn)
+            if answer is not None:   # the game went on to the role's answer
+                out.append((worth, answer))
     return out
