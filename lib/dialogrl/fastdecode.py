@@ -234,17 +234,14 @@ class LeanModel:
                 a = F.scaled_dot_product_attention(q.view(B, M, nh, d).transpose(1, 2), K, V, attn_mask=mask,
                                                    enable_gqa=True)              # (B, nh, M, d)
                 a = a.transpose(1, 2).reshape(B * M, nh * d)[real]              # (N, nh d)
-            x = _mlp(torch.addmm(x, a, lw.o.t()), lw, H, self.eps)               # x + attn @ W_o^T, + SwiGLU
+            x = torch.addmm(x, a, lw.o.t())                                       # x + attn @ W_o^T
+            h = F.rms_norm(x, (H,), lw.ln2, self.eps)
+            g, u = (h @ lw.gate_up.t()).chunk(2, dim=-1)                         # (N, I) each
+            x = torch.addmm(x, F.silu(g) * u, lw.down.t())                       # x + SwiGLU
         if last is not None:
             x = x[(last + 1).cumsum(0) - 1]                                       # (B, H) each row's last token
         x = F.rms_norm(x, (H,), self.core.norm.weight, self.eps)
         return x @ self.lm_head.weight.t()                                       # (B, V)
-
-
-def _mlp(x: torch.Tensor, lw: LayerWeights, H: int, eps: float) -> torch.Tensor:
-    """x + the block's SwiGLU MLP of its post-attention norm of x, (N, H): decoding and the packed forward alike."""
-    g, u = (F.rms_norm(x, (H,), lw.ln2, eps) @ lw.gate_up.t()).chunk(2, dim=-1)   # (N, I) each
-    return torch.addmm(x, F.silu(g) * u, lw.down.t())
 
 
 def lean_trainable(model) -> bool:
@@ -288,7 +285,10 @@ def hidden(lean: LeanModel, rows: Sequence[Sequence[int]]) -> torch.Tensor:
         a = F.scaled_dot_product_attention(heads[:, :nh], heads[:, nh:nh + kvh], heads[:, nh + kvh:],
                                            is_causal=True, enable_gqa=True)     # (B, nh, L, d)
         a = a.transpose(1, 2).reshape(B * L, nh * d)[flat]                       # (N, nh d)
-        x = _mlp(torch.addmm(x, a, lw.o.t()), lw, H, eps)
+        x = x + F.linear(a, lw.o)
+        h = F.rms_norm(x, (H,), lw.ln2, eps)
+        g, u = F.linear(h, lw.gate_up).chunk(2, dim=-1)
+        x = x + F.linear(F.silu(g) * u, lw.down)
     x = F.rms_norm(x, (H,), lean.core.norm.weight, eps)
     return x.new_zeros(B * L, H).index_copy(0, flat, x).view(B, L, H)
 
