@@ -197,8 +197,9 @@ def test_bf16_on_cuda_keeps_the_hf_path_and_lean_runs_when_asked(toy_model_dir):
 # ------------------------------------------------------------------------------ the trainer's packed forward
 
 def test_packed_hidden_states_and_their_gradients_equal_the_hf_decoders(toy):
-    """fastdecode.hidden (right-padded rows, packed linear layers, LoRA as effective weights, causal SDPA without a
-    mask) gives the HF decoder's final hidden states at every real position, and the same gradients in the adapter."""
+    """fastdecode.hidden (packed linear layers, LoRA as effective weights with its gradients through the low rank,
+    causal SDPA row by row) gives the HF decoder's final hidden states at every real position of rows of different
+    lengths, and the same gradients in the adapter."""
     model, _ = toy
     model = add_adapters(model, ["red", "blue"], r=4)
     with torch.no_grad():
@@ -243,3 +244,28 @@ def test_lora_dropout_keeps_the_models_own_forward(toy_model_dir):
     assert lean_supported(model) and not lean_trainable(model)
     model, _ = load_model(str(toy_model_dir), device="cpu", adapters=["a"])
     assert lean_trainable(model)
+
+
+def test_a_trainable_base_weight_gets_its_gradient_in_the_packed_forward(toy):
+    """Where a base weight trains too (not only the adapters), `hidden` builds that layer's weight in the graph:
+    its gradient equals the HF decoder's (the low-rank backward would have none for it)."""
+    model, _ = toy
+    model = add_adapters(model, ["red"], r=4)
+    use_adapter(model, "red")
+    down = model.get_decoder().layers[0].mlp.down_proj.base_layer.weight
+    down.requires_grad_(True)
+    lean, probe = LeanModel(model), torch.randn(len(SEQS), max(map(len, SEQS)), model.config.hidden_size)
+    try:
+        hidden_grads = []
+        for fn in (lambda: hidden(lean, SEQS),
+                   lambda: torch.nn.utils.rnn.pad_sequence([model.get_decoder()(
+                       input_ids=torch.tensor([s]), use_cache=False).last_hidden_state[0] for s in SEQS],
+                       batch_first=True)):
+            model.zero_grad(set_to_none=True)
+            h = fn()
+            (h * probe[:, :h.shape[1]]).sum().backward()
+            hidden_grads.append(down.grad.clone())
+    finally:
+        down.requires_grad_(False)
+    assert hidden_grads[0].abs().sum() > 0
+    torch.testing.assert_close(hidden_grads[0], hidden_grads[1], atol=1e-4, rtol=1e-4)

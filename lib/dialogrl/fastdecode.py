@@ -26,6 +26,7 @@ call) pick this engine or the HF path (`sampling.DecodeBatch`: other architectur
 """
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -77,6 +78,7 @@ class LayerWeights:
     ln2: torch.Tensor        # (H,)
     gate_up: torch.Tensor    # (2 I, H)
     down: torch.Tensor       # (H, I)
+    lora: dict | None = None  # training: per fused weight its adapters' (spans, factors), see `_LoRALinear`
 
 
 class LeanModel:
@@ -128,21 +130,40 @@ class LeanModel:
         self.w = self._layers()
         self._key = self._state()
 
+    def _fused(self, mods, lora: dict, name: str) -> torch.Tensor:
+        """The effective weights of linear layers fused along `out`. Under grad, where the base weights are frozen,
+        the weight is built outside the graph and `lora[name]` gets the adapters' (spans, factors) for
+        `_LoRALinear`; otherwise it is built in the graph (a loss reaches what it is made of through it)."""
+        frozen = torch.is_grad_enabled() and not any(getattr(m, "base_layer", m).weight.requires_grad for m in mods)
+        with torch.no_grad() if frozen else contextlib.nullcontext():
+            ws = [self._linear(m) for m in mods]
+        if frozen:
+            spans, factors, lo = [], [], 0
+            for m, W in zip(mods, ws):
+                if hasattr(m, "lora_A") and not (m.disable_adapters or m.merged):
+                    for a in m.active_adapters:
+                        if a in m.lora_A:
+                            spans.append((lo, lo + W.shape[0], m.scaling[a]))
+                            factors += [m.lora_A[a].weight, m.lora_B[a].weight]
+                lo += W.shape[0]
+            lora[name] = (spans, factors)
+        return torch.cat(ws) if len(ws) > 1 else ws[0]
+
     def _layers(self) -> list[LayerWeights]:
-        """Every block's effective weights, built from the HF model's tensors (in the autograd graph when grad is
-        enabled: then a loss reaches the LoRA adapters through them); records their sources."""
+        """Every block's effective weights, built from the HF model's tensors; under grad with the adapters'
+        factors beside them (`_fused`). Records their sources."""
         self._sources = []
         layers = []
         for block in self.core.layers:
-            at, mlp = block.self_attn, block.mlp
+            at, mlp, lora = block.self_attn, block.mlp, {}
             qkv_b = [self._bias(m) for m in (at.q_proj, at.k_proj, at.v_proj)]
             layers.append(LayerWeights(
                 ln1=block.input_layernorm.weight,
-                qkv=torch.cat([self._linear(m) for m in (at.q_proj, at.k_proj, at.v_proj)]),
+                qkv=self._fused((at.q_proj, at.k_proj, at.v_proj), lora, "qkv"),
                 qkv_bias=torch.cat(qkv_b) if all(b is not None for b in qkv_b) else None,
-                o=self._linear(at.o_proj), ln2=block.post_attention_layernorm.weight,
-                gate_up=torch.cat([self._linear(mlp.gate_proj), self._linear(mlp.up_proj)]),
-                down=self._linear(mlp.down_proj)))
+                o=self._fused((at.o_proj,), lora, "o"), ln2=block.post_attention_layernorm.weight,
+                gate_up=self._fused((mlp.gate_proj, mlp.up_proj), lora, "gate_up"),
+                down=self._fused((mlp.down_proj,), lora, "down"), lora=lora or None))
             self._sources += [block.input_layernorm.weight, block.post_attention_layernorm.weight]
         self._sources += [self.core.embed_tokens.weight, self.core.norm.weight, self.lm_head.weight]
         return layers
@@ -244,6 +265,40 @@ class LeanModel:
         return x @ self.lm_head.weight.t()                                       # (B, V)
 
 
+class _LoRALinear(torch.autograd.Function):
+    """x @ W^T (+ bias) for an effective weight W = W0 + sum_i s_i B_i A_i held outside the graph, whose backward
+    gives the adapters their gradients through the low rank: for g_i the output gradient's columns of factor pair i,
+    dA_i = s_i (g_i B_i)^T x and dB_i = s_i g_i^T (x A_i^T). The (out, in) gradient of W itself, one N x in x out
+    matmul per linear layer (a third of the layer's work), is never formed. The same gradients as autograd's
+    through W0 + s B A, to float error."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, spans, *factors):
+        ctx.spans = spans
+        ctx.save_for_backward(x, weight, *factors)
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, *factors = ctx.saved_tensors
+        dx = g @ weight.to(g.dtype) if ctx.needs_input_grad[0] else None
+        grads = []
+        for (lo, hi, scale), A, B in zip(ctx.spans, factors[0::2], factors[1::2]):
+            gi, xi = g[:, lo:hi].to(A.dtype), x.to(A.dtype)   # peft keeps adapters in fp32 beside bf16 weights
+            # (r, N) @ (N, k) products: with the long N as the inner dimension of a thin left factor BLAS runs
+            # them 5-15x faster than the same products written with the transposes outside (measured)
+            grads += [((B.t() @ gi.t()) @ xi).mul_(scale), ((xi @ A.t()).t() @ gi).t().mul_(scale)]
+        return (dx, None, None, None, *grads)
+
+
+def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, lora: dict | None, name: str):
+    """A fused linear layer of `hidden`: through `_LoRALinear` where its adapters' factors were collected."""
+    if lora and lora.get(name) and lora[name][0]:
+        spans, factors = lora[name]
+        return _LoRALinear.apply(x, weight, bias, spans, *factors)
+    return F.linear(x, weight, bias)
+
+
 def lean_trainable(model) -> bool:
     """Whether `LeanModel.hidden` can stand in for the HF decoder in a training forward: a supported model
     (`lean_supported`) whose LoRA layers apply no dropout while training (the effective weights W + scale * B @ A
@@ -260,10 +315,11 @@ def hidden(lean: LeanModel, rows: Sequence[Sequence[int]]) -> torch.Tensor:
 
     Every linear layer runs on the rows' real tokens only, packed (N, H): no matmul on padding, q/k/v and gate/up
     fused into one matmul each, and LoRA as the effective weight W + scale * B @ A (one matmul per layer instead of
-    three thin ones and a scaled add; the gradient reaches A and B through it). Attention runs in the padded layout
-    with SDPA's causal kernel and no mask: a real token sits before its row's padding, so it sees exactly its row's
-    earlier tokens; the padding's own outputs are dropped. With grad enabled the effective weights are built in the
-    graph; without, the cached ones (rebuilt when a source tensor changes) serve."""
+    three thin ones and a scaled add; the gradient reaches A and B through their low rank, `_LoRALinear`). Attention runs row by row on each
+    row's own tokens, SDPA's causal kernel at the row's length: no padding at all (in one padded batch a chunk's
+    attention computed its longest row's square for every row: about 1.7x the work, and 2x the time measured on the
+    CPU at rows of 240-500 tokens). With grad enabled the effective weights are built in the graph; without, the
+    cached ones (rebuilt when a source tensor changes) serve."""
     w = lean._layers() if torch.is_grad_enabled() else lean.weights()
     dev = lean.core.embed_tokens.weight.device
     nh, kvh, d, H, eps = lean.nh, lean.kvh, lean.d, lean.H, lean.eps
@@ -277,18 +333,17 @@ def hidden(lean: LeanModel, rows: Sequence[Sequence[int]]) -> torch.Tensor:
     cos, sin = lean.cos[col][:, None], lean.sin[col][:, None]                  # (N, 1, d)
     for lw in w:
         h = F.rms_norm(x, (H,), lw.ln1, eps)
-        qkv = F.linear(h, lw.qkv, lw.qkv_bias).view(N, nh + 2 * kvh, d)
+        qkv = _linear(h, lw.qkv, lw.qkv_bias, lw.lora, "qkv").view(N, nh + 2 * kvh, d)
         qk, v = qkv[:, :nh + kvh], qkv[:, nh + kvh:]
         qk = torch.addcmul(qk * cos, torch.cat([-qk[..., d // 2:], qk[..., :d // 2]], dim=-1), sin)   # RoPE
-        heads = qkv.new_zeros(B * L, nh + 2 * kvh, d).index_copy(0, flat, torch.cat([qk, v], dim=1))
-        heads = heads.view(B, L, nh + 2 * kvh, d).transpose(1, 2)                # (B, heads, L, d)
-        a = F.scaled_dot_product_attention(heads[:, :nh], heads[:, nh:nh + kvh], heads[:, nh + kvh:],
-                                           is_causal=True, enable_gqa=True)     # (B, nh, L, d)
-        a = a.transpose(1, 2).reshape(B * L, nh * d)[flat]                       # (N, nh d)
-        x = x + F.linear(a, lw.o)
+        heads = torch.cat([qk, v], dim=1).transpose(0, 1)                       # (heads, N, d)
+        a = torch.cat([F.scaled_dot_product_attention(r[None, :nh], r[None, nh:nh + kvh], r[None, nh + kvh:],
+                                                      is_causal=True, enable_gqa=True)[0]
+                       for r in heads.split(lens, dim=1)], dim=1)                # (nh, N, d)
+        x = x + _linear(a.transpose(0, 1).reshape(N, nh * d), lw.o, None, lw.lora, "o")
         h = F.rms_norm(x, (H,), lw.ln2, eps)
-        g, u = F.linear(h, lw.gate_up).chunk(2, dim=-1)
-        x = x + F.linear(F.silu(g) * u, lw.down)
+        g, u = _linear(h, lw.gate_up, None, lw.lora, "gate_up").chunk(2, dim=-1)
+        x = x + _linear(F.silu(g) * u, lw.down, None, lw.lora, "down")
     x = F.rms_norm(x, (H,), lean.core.norm.weight, eps)
     return x.new_zeros(B * L, H).index_copy(0, flat, x).view(B, L, H)
 
