@@ -315,11 +315,11 @@ def hidden(lean: LeanModel, rows: Sequence[Sequence[int]]) -> torch.Tensor:
 
     Every linear layer runs on the rows' real tokens only, packed (N, H): no matmul on padding, q/k/v and gate/up
     fused into one matmul each, and LoRA as the effective weight W + scale * B @ A (one matmul per layer instead of
-    three thin ones and a scaled add; the gradient reaches A and B through their low rank, `_LoRALinear`). Attention runs row by row on each
-    row's own tokens, SDPA's causal kernel at the row's length: no padding at all (in one padded batch a chunk's
-    attention computed its longest row's square for every row: about 1.7x the work, and 2x the time measured on the
-    CPU at rows of 240-500 tokens). With grad enabled the effective weights are built in the graph; without, the
-    cached ones (rebuilt when a source tensor changes) serve."""
+    three thin ones and a scaled add; under grad the adapters get their gradients through the low rank,
+    `_LoRALinear`). Attention runs row by row on each row's own tokens, SDPA's causal kernel at the row's length: no
+    padding at all (in one padded batch a chunk's attention computed its longest row's square for every row: about
+    1.7x the work, and 2x the time measured on the CPU at rows of 240-500 tokens). Without grad the cached effective
+    weights (rebuilt when a source tensor changes) serve."""
     w = lean._layers() if torch.is_grad_enabled() else lean.weights()
     dev = lean.core.embed_tokens.weight.device
     nh, kvh, d, H, eps = lean.nh, lean.kvh, lean.d, lean.H, lean.eps

@@ -224,7 +224,7 @@ class Trainer:
     step_count: int = 0
     # the update's forward: None (the lean packed forward, `fastdecode.hidden`, where it can stand in for the model's:
     # fp32 Qwen2/Llama models on the CPU without LoRA dropout, as the rollouts' lean engine), True (wherever it can),
-    # False (always the model's own forward). The same numbers to float error; 1.1-1.55x faster (papers/README.md)
+    # False (always the model's own forward). The same numbers to float error; 1.4-1.55x faster (papers/README.md)
     lean: bool | None = None
 
     def __post_init__(self):
