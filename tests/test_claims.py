@@ -220,7 +220,7 @@ def test_bad_runs_are_refused_before_anything_is_written(tmp_path):
             refresh_claims("x", run, papers)
     (run / "summary.json").write_text(json.dumps(_summary()))
     (run / "config.json").write_text('{"profile": "smoke"}')
-    with pytest.raises(ValueError, match="a 'smoke' run; papers/ cites the cpu profile's runs only"):
+    with pytest.raises(ValueError, match="a 'smoke' run; papers/ cites the cpu and confirm profiles' runs only"):
         refresh_claims("x", run, papers)
     with pytest.raises(ValueError, match="nowhere: no summary.json"):
         refresh_claims("x", tmp_path / "nowhere", papers)

@@ -11,6 +11,7 @@ from dialogrl.run import (
     MetricsLogger,
     choose_device,
     make_run_dir,
+    params_hash,
     progress,
     read_metrics,
     save_summary,
@@ -80,6 +81,9 @@ def test_start_run_writes_config_and_env(tmp_path):
     assert json.loads((run / "config.json").read_text()) == {"seed": 3, "lr": 0.1}
     env = json.loads((run / "env.json").read_text())
     assert env["packages"]["torch"] and env["packages"]["transformers"]
+    pre = json.loads((run / "preregistration.json").read_text())   # papers/nb.md registers nothing: recorded so
+    assert pre == {"params_hash": params_hash({"seed": 3, "lr": 0.1}), "registered": None, "commit": None,
+                   "paper": "papers/nb.md"}
 
 
 def test_resume_refuses_another_run_and_keeps_only_what_it_reuses(tmp_path, monkeypatch, capsys):
@@ -117,7 +121,8 @@ def test_resume_refuses_another_run_and_keeps_only_what_it_reuses(tmp_path, monk
     assert start_run("nb", {**params, "processes": 2, "run_dir": str(run), "resume": str(run)}, resume=run) == run
     assert "1 finished training run taken from jobs/" in capsys.readouterr().out
     left = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
-    assert left == [".lock", "config.json", "env.json", "figures", "jobs", "jobs/job-0000-aa.pkl", "nb.ipynb"]
+    assert left == [".lock", "config.json", "env.json", "figures", "jobs", "jobs/job-0000-aa.pkl", "nb.ipynb",
+                    "preregistration.json"]   # what was registered when the run began, kept
     assert json.loads((run / "config.json").read_text()) == params   # as the run began
 
 

@@ -169,6 +169,9 @@ def _claims(args) -> int:
             if run is None:
                 raise ValueError(f"no finished cpu run of {stem} under {args.results}/{stem}/")
         print(refresh_claims(stem, run, args.papers))
+    if not args.stems:   # the confirmatory runs' blocks too, from their stored excerpts (papers/claims/confirm/)
+        for path in sorted((Path(args.papers) / "claims" / "confirm").glob("*.json")):
+            print(refresh_claims(path.stem, None, args.papers, confirm=True))
     write_glance(args.readme, args.papers)
     return 0
 

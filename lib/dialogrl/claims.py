@@ -297,16 +297,42 @@ def claims_excerpt(summary: dict, run: str, source: str) -> dict:
                                                                   if k in summary}}
 
 
-def write_claims_block(paper: str | Path, excerpt: dict) -> str:
-    """Rewrite the block between CLAIMS_START and CLAIMS_END of a paper file from an excerpt (`claims_excerpt`):
-    which run, the manipulation checks, then the claims with their verdicts. Returns the new block."""
+CONFIRM_START = "<!-- confirmatory claims: written by python -m dialogrl claims -->"
+CONFIRM_END = "<!-- /confirmatory claims -->"
+
+
+def confirmatory(summary: Mapping) -> tuple[bool, str]:
+    """Whether a finished run is its paper's confirmatory run, and why or why not: the hash of its resolved
+    parameters equals the one papers/<stem>.md registered, committed, when the run started (`run.preregistration`,
+    recorded in summary.json as "preregistration")."""
+    pre = summary.get("preregistration")
+    if not isinstance(pre, Mapping) or not pre.get("params_hash"):
+        return False, "the run recorded no preregistration (it did not start through run.start_run, or predates it)"
+    paper = pre.get("paper", "its paper file")
+    if not pre.get("registered"):
+        return False, f"{paper} registered no parameters at HEAD when the run started (no committed marker)"
+    if pre["registered"] != pre["params_hash"]:
+        return False, (f"its parameters hash {pre['params_hash'][:12]}, {paper} registered {pre['registered'][:12]}: "
+                       "not the preregistered design")
+    if not pre.get("commit"):
+        return False, f"the commit that added {paper}'s marker was not found"
+    return True, f"its parameters are the ones {paper} registered in commit {pre['commit'][:7]}"
+
+
+def write_claims_block(paper: str | Path, excerpt: dict, markers: tuple[str, str] = (CLAIMS_START, CLAIMS_END)
+                       ) -> str:
+    """Rewrite the block between `markers` (CLAIMS_START and CLAIMS_END; CONFIRM_START and CONFIRM_END for the
+    confirmatory run) of a paper file from an excerpt (`claims_excerpt`): which run, the manipulation checks, then
+    the claims with their verdicts. Returns the new block."""
     path = Path(paper)
     text = path.read_text()
-    start, end = text.find(CLAIMS_START), text.find(CLAIMS_END)
+    start_marker, end_marker = markers
+    start, end = text.find(start_marker), text.find(end_marker)
     if start < 0 or end < start:
-        raise ValueError(f"{path}: no {CLAIMS_START} ... {CLAIMS_END} block for the claims table")
+        raise ValueError(f"{path}: no {start_marker} ... {end_marker} block for the claims table")
     rejudged = f" {excerpt['rejudged']}." if excerpt.get("rejudged") else ""
-    block = "\n".join([CLAIMS_START, f"Run `{excerpt['run']}` ({excerpt['source']}); verdicts computed by "
+    registered = f" Confirmatory: {excerpt['confirmatory']}." if excerpt.get("confirmatory") else ""
+    block = "\n".join([start_marker, f"Run `{excerpt['run']}` ({excerpt['source']}){registered}; verdicts computed by "
                        "`dialogrl.claims.verdict` from these numbers (papers/PROTOCOL.md: how a claim is judged)."
                        + rejudged, "",
                        "Manipulation checks (each trained method against the frozen counterpart the base plays, on "
@@ -334,19 +360,28 @@ def load_excerpt(path: str | Path) -> dict:
     return excerpt
 
 
-def excerpt_path(stem: str, papers_dir: str | Path = "papers") -> Path:
-    return Path(papers_dir) / "claims" / f"{stem}.json"
+def excerpt_path(stem: str, papers_dir: str | Path = "papers", confirm: bool = False) -> Path:
+    """papers/claims/<stem>.json (the exploratory cpu run's excerpt), or papers/claims/confirm/<stem>.json."""
+    return Path(papers_dir) / "claims" / ("confirm" if confirm else "") / f"{stem}.json"
 
 
 def refresh_claims(stem: str, run_dir: str | Path | None = None, papers_dir: str | Path = "papers",
-                   command: str | None = None) -> Path:
+                   command: str | None = None, confirm: bool = False) -> Path:
     """Rewrite the claims block of papers/<stem>.md: from a run's summary.json (the excerpt it cites is stored as
     papers/claims/<stem>.json first), or, without a run, from the stored excerpt. Every verdict is recomputed from
-    the numbers (`rejudge`) before it is written. Returns the paper file."""
-    path = excerpt_path(stem, papers_dir)
+    the numbers (`rejudge`) before it is written. Returns the paper file.
+
+    A `confirm` profile run goes to the confirmatory block (CONFIRM_START ... CONFIRM_END; its excerpt under
+    papers/claims/confirm/) and only when it is the preregistered run (`confirmatory`): otherwise a ValueError says
+    why, and nothing is written. `confirm` without a run: the stored confirmatory excerpt."""
+    if run_dir is not None:
+        config = read_json(Path(run_dir) / "config.json") if (Path(run_dir) / "config.json").is_file() else {}
+        confirm = config.get("profile") == "confirm"
+    path = excerpt_path(stem, papers_dir, confirm)
     paper = Path(papers_dir) / f"{stem}.md"
-    if CLAIMS_START not in (text := paper.read_text() if paper.is_file() else "") or CLAIMS_END not in text:
-        raise ValueError(f"{paper}: no {CLAIMS_START} ... {CLAIMS_END} block for the claims table")
+    markers = (CONFIRM_START, CONFIRM_END) if confirm else (CLAIMS_START, CLAIMS_END)
+    if markers[0] not in (text := paper.read_text() if paper.is_file() else "") or markers[1] not in text:
+        raise ValueError(f"{paper}: no {markers[0]} ... {markers[1]} block for the claims table")
     if run_dir is not None:
         run_dir = Path(run_dir)
         if not (run_dir / "summary.json").is_file():
@@ -355,12 +390,19 @@ def refresh_claims(stem: str, run_dir: str | Path | None = None, papers_dir: str
         profile = (read_json(run_dir / "config.json") if (run_dir / "config.json").is_file() else {}).get("profile")
         if not isinstance(summary, dict) or not summary.get("claims"):
             raise ValueError(f"{run_dir / 'summary.json'}: no claims (a notebook's finished run writes them)")
-        if profile != "cpu":
-            raise ValueError(f"{run_dir}: a {profile!r} run; papers/ cites the cpu profile's runs only")
+        if profile not in ("cpu", "confirm"):
+            raise ValueError(f"{run_dir}: a {profile!r} run; papers/ cites the cpu and confirm profiles' runs only")
+        if confirm:
+            ok, why = confirmatory(summary)
+            if not ok:
+                raise ValueError(f"{run_dir}: not written as confirmatory: {why}")
         env = read_json(run_dir / "env.json") if (run_dir / "env.json").exists() else {}
         commit = env.get("git_commit", "")[:7] or "commit not recorded"
-        source = f"`{command or f'python -m dialogrl reproduce --only {stem}'}`, profile `{profile}`, {commit}"
+        reproduce = f"python -m dialogrl reproduce --only {stem}" + (" --profile confirm" if confirm else "")
+        source = f"`{command or reproduce}`, profile `{profile}`, {commit}"
         excerpt = claims_excerpt(summary, run_dir.name, source)
+        if confirm:
+            excerpt["confirmatory"] = why
     elif path.exists():
         excerpt = load_excerpt(path)
     else:
@@ -377,7 +419,7 @@ def refresh_claims(stem: str, run_dir: str | Path | None = None, papers_dir: str
     if run_dir is not None:      # checked: now the excerpt, then the paper's block (each written whole)
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, json.dumps(excerpt, indent=1) + "\n")
-    write_claims_block(paper, excerpt)
+    write_claims_block(paper, excerpt, markers)
     return paper
 
 

@@ -54,6 +54,10 @@ _TRACKED_PACKAGES = ("torch", "transformers", "trl", "peft", "datasets", "accele
 # parameters a resumed run may change: where it writes, and how many training runs at a time (the same results for
 # any value: tests/test_notebooks.py)
 RESUMABLE = ("run_dir", "resume", "processes")
+# the keys that say where and how a run goes, not what it is: left out of its preregistered parameters' hash
+RUN_KEYS = (*RESUMABLE, "report_to")
+PREREGISTRATION = "preregistration.json"  # what a run found preregistered when it started (`preregistration`)
+PREREGISTERED = "<!-- preregistered: params {} -->"  # the marker of a paper file's confirmatory design section
 # what decides a run's numbers besides its parameters: a resumed run must find these as its env.json recorded them
 _SAME_ENV = ("python", "packages", "torch_threads", "cuda", "cuda_device", "git_commit", "git_dirty")
 
@@ -159,6 +163,7 @@ def start_run(stem: str, params: dict, run_dir: str | os.PathLike | None = None,
     _hold(path)
     save_config(path, params)
     save_env(path)
+    write_json(path / PREREGISTRATION, preregistration(stem, params))
     return path
 
 
@@ -219,7 +224,7 @@ def resume_run(params: dict, run_dir: str | os.PathLike) -> Path:
         raise ValueError(f"{path / 'env.json'}: the run started in another environment: {'; '.join(changed)}. Its "
                          "finished training runs would not be this environment's: start a new run")
     for p in path.iterdir():
-        if p.name in ("config.json", "env.json", JOBS, LOCK) or p.suffix == ".ipynb":
+        if p.name in ("config.json", "env.json", PREREGISTRATION, JOBS, LOCK) or p.suffix == ".ipynb":
             continue
         shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
     (path / "figures").mkdir()
@@ -346,6 +351,39 @@ def git_state() -> dict:
     return {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip())}
 
 
+def params_hash(params: dict) -> str:
+    """The SHA-256 of a run's resolved parameters (config.json's values, RUN_KEYS left out), as canonical JSON: what
+    a paper's confirmatory design registers (PREREGISTERED) and its run must match."""
+    design = {k: v for k, v in dict(params).items() if k not in RUN_KEYS}
+    text = json.dumps(design, sort_keys=True, separators=(",", ":"), default=_to_jsonable)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def preregistration(stem: str, params: dict, root: str | os.PathLike | None = None) -> dict:
+    """What papers/<stem>.md registers as committed at HEAD when a run starts (papers/PROTOCOL.md: confirmatory
+    runs are preregistered): {"params_hash": this run's `params_hash`, "registered": the hash in the file's
+    PREREGISTERED marker or None, "commit": the commit that added that marker or None, "paper": the file}. A marker
+    only in the working tree, not yet committed, does not count; two markers in one file are refused."""
+    rel = f"papers/{stem}.md"
+    out = {"params_hash": params_hash(params), "registered": None, "commit": None, "paper": rel}
+    root = Path(root) if root is not None else repo_root()
+    if not (root / ".git").exists():
+        return out
+    shown = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=root, capture_output=True, text=True)
+    start, end = PREREGISTERED.split("{}")
+    found = [line.strip()[len(start):-len(end)].strip() for line in shown.stdout.splitlines()
+             if line.strip().startswith(start) and line.strip().endswith(end)] if shown.returncode == 0 else []
+    if len(found) > 1:
+        raise ValueError(f"{rel}: {len(found)} preregistration markers at HEAD ({', '.join(found)}): one run per "
+                         "preregistration, so one marker a paper file")
+    if found:
+        marker = PREREGISTERED.format(found[0])
+        log = subprocess.run(["git", "log", "--format=%H", "-S", marker, "--", rel], cwd=root, capture_output=True,
+                             text=True)
+        out.update(registered=found[0], commit=(log.stdout.split() or [None])[0])   # newest change: the addition
+    return out
+
+
 def save_env(run_dir: str | os.PathLike) -> Path:
     """env.json: package versions and device."""
     return write_json(Path(run_dir) / "env.json", environment_info())
@@ -447,10 +485,12 @@ def print_timings(timings: Sequence[dict]) -> None:
 
 
 def finish_run(run_dir: str | os.PathLike, summary: dict, started: float, **timings: Any) -> float:
-    """Write summary.json (non-finite values as None: `no_nan`) and timings.json (the seconds since `started`, a
-    time.time(), and `timings`), and remove the finished training runs kept for a resume (<run_dir>/jobs); returns
-    those seconds."""
+    """Write summary.json (non-finite values as None: `no_nan`; with the preregistration the run found when it
+    started, PREREGISTRATION) and timings.json (the seconds since `started`, a time.time(), and `timings`), and
+    remove the finished training runs kept for a resume (<run_dir>/jobs); returns those seconds."""
     seconds = round(time.time() - started, 1)
+    if (Path(run_dir) / PREREGISTRATION).is_file():   # what was registered when the run started (`preregistration`)
+        summary = {**summary, "preregistration": read_json(Path(run_dir) / PREREGISTRATION)}
     save_summary(run_dir, no_nan(summary))
     save_timings(run_dir, {"seconds": seconds, **timings})
     shutil.rmtree(Path(run_dir) / JOBS, ignore_errors=True)   # kept for a resume; the run's files hold them now
