@@ -211,6 +211,18 @@ def test_mde_has_the_power_it_claims():
     assert mde(2.0, 5) == pytest.approx(2 * mde(1.0, 5)) and np.isnan(mde(1.0, 1)) and mde(0.0, 3) == 0.0
 
 
+def test_seeds_for_reproduces_the_hand_computed_sample_size():
+    """The seeds a confirmatory design needs: the one-sample two-sided t-test at alpha 0.05 and 80% power needs 10
+    units for an effect of 1 sd (power 0.803 at 10, 0.748 at 9: noncentral t, as G*Power's one-sample table) and 34
+    for 0.5 sd (0.808 at 34, 0.795 at 33); an effect no number of seeds reaches gives None."""
+    from dialogrl.stats import mde, seeds_for
+
+    assert seeds_for(1.0, 1.0) == 10 and seeds_for(0.5, 1.0) == 34 and seeds_for(-0.5, 1.0) == 34
+    assert mde(1.0, 10) <= 1.0 < mde(1.0, 9)
+    assert seeds_for(0.05, 0.06) == 14      # notebook 04's headline comparison (issue 69's table: "about 16")
+    assert seeds_for(1e-4, 1.0) is None and seeds_for(0.1, float("nan")) is None and seeds_for(0.1, 0.0) == 2
+
+
 def test_variance_components_and_design_mde():
     from dialogrl.stats import design_mde, mde, variance_components
 

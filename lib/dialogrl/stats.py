@@ -160,6 +160,27 @@ def mde(sd: float, n_seeds: int, alpha: float = 0.05, power: float = 0.8) -> flo
     return float(nc * sd / np.sqrt(n_seeds))
 
 
+def seeds_for(effect: float, sd: float, alpha: float = 0.05, power: float = 0.8, most: int = 1000) -> int | None:
+    """The fewest training seeds whose `mde` (the same t-test on per-seed mean differences of standard deviation
+    `sd`) is at most |effect|: the seeds a confirmatory design needs to detect a paper's effect. None when even
+    `most` seeds cannot (or the inputs are not finite)."""
+    if not (np.isfinite(effect) and np.isfinite(sd)) or effect == 0 or sd < 0:
+        return None
+    if sd == 0:
+        return 2
+    lo = 2
+    if mde(sd, most, alpha, power) > abs(effect):
+        return None
+    hi = most
+    while lo < hi:   # mde falls as the seeds grow: the first n with mde(n) <= |effect|
+        mid = (lo + hi) // 2
+        if mde(sd, mid, alpha, power) <= abs(effect):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
 def variance_components(d: pd.DataFrame, metric: str = "diff", cluster: str = "seed", unit: str = "scenario"
                         ) -> dict:
     """Seed-level and unit-level variance of `metric` (e.g. paired differences) by the method of moments.
