@@ -34,7 +34,7 @@ SOCIAL_MARGIN = 0.05
 # 30 and 45 steps), the cheapest at which its margin holds on builds 0, 1, 2 (bench/learning_margin.py --set measures
 # a candidate). The social test's is the demo notebook's too (tests/test_demo.py checks it).
 DOND_GRPO_SETUP = {"steps": 30, "scenarios_per_step": 6, "group_size": 4, "lr": 1e-3}
-DOND_PPO_SETUP = {"steps": 30, "scenarios_per_step": 4, "group_size": 4, "lr": 1e-3}
+DOND_PPO_SETUP = {"steps": 30, "scenarios_per_step": 6, "group_size": 4, "lr": 1e-3}
 PERSUASION_SETUP = {"steps": 45, "scenarios_per_step": 8, "group_size": 4, "lr": 2e-3}
 SOCIAL_SETUP = {"steps": 40, "scenarios_per_step": 4, "group_size": 4, "lr": 1e-3}
 
@@ -76,7 +76,7 @@ def _train_and_compare(task, model, tok, roles, config, role, counterpart, metri
 def dond_gain(algorithm: str, build_seed: int = 0, size: str = "full"):
     """Deal or No Deal: tiny-dond (role A, its own LoRA adapter) trains with a k3 KL penalty to the warm start (beta
     0.1) against the scripted "fair" persona for 30 steps, with the group baseline (grpo, 24 games a step) or PPO (a
-    value head and turn-level GAE, 16 games a step). Returns (paired score difference after - before against "fair",
+    value head and turn-level GAE, 24 games a step). Returns (paired score difference after - before against "fair",
     training rows).
 
     Measured 2026-12-04 with one thread on the test builds 0, 1, 2 (4500 dialogues; the tests' size) at 32 games a
@@ -88,7 +88,11 @@ def dond_gain(algorithm: str, build_seed: int = 0, size: str = "full"):
     builds of 3000 (2026-12-06) GRPO gained +0.95, +0.98 and +0.61 but PPO +0.32 [-0.06, +0.71], +0.82 and +0.44
     (too weak on build 0: the tests keep 4500); on builds of 2000 GRPO gained +1.10, +0.51 and +0.24 [-0.16, +0.63]
     (too weak), and on the 200-dialogue smoke builds, whose warm start writes no valid offer, +0.00. Without the KL
-    term some seeds collapse (every group ends with equal zero rewards and GRPO has no signal left)."""
+    term some seeds collapse (every group ends with equal zero rewards and GRPO has no signal left). PPO trained at 16
+    until 2026-12-07, when the LoRA gradients through the low rank (the same products in another float order) moved
+    its build 0 to +0.345 [-0.055, +0.743] (builds 1, 2: +0.76, +0.76): 16 sat at the edge. Measured the same day on
+    the test builds, one thread: PPO at 24 +1.325, +0.77 [+0.35, +1.17], +0.995 (0.9-1.1 min each), at 32 +1.00,
+    +0.69, +0.85; the test trains at 24 (the smallest gain 2.75 times DOND_MARGIN)."""
     from dialogrl.envs import DealOrNoDeal
     from dialogrl.envs.dealnodeal import ScriptedAgent
 
