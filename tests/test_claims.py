@@ -15,6 +15,7 @@ from dialogrl.claims import (
     VERDICTS,
     check_record,
     claims_excerpt,
+    compact_check,
     excerpt_path,
     intervention,
     judge,
@@ -77,7 +78,7 @@ def test_judge_replaces_holds_with_a_verdict():
                                                                                      0.6, 1.0)},
                 effect_kind="up to")
     assert "holds" not in out and out["verdict"] == "not tested"
-    assert out["checks"] == {"cotrain": {"moved": False, "passed": False, "intervention": True}}
+    assert out["checks"] == {"cotrain": {"moved": False, "passed": False}}
     assert out["seeds"] == 5 and out["effect_kind"] == "up to" and out["mde"] == 0.05
 
 
@@ -121,9 +122,25 @@ def test_intervention_gates_the_check():
     check = check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)
     assert method_status(with_interventions(check, ok)) == "passed"
     assert method_status(with_interventions(check, ok, no)) == "no intervention"
-    assert method_status(with_interventions(check, intervention("x", float("nan")))) == "not measured"
+    assert method_status(with_interventions(check, intervention("x", float("nan")))) == "no intervention"
     assert [method_status(c) for c in (STILL, MOVED, PASS, True, False, None)] == [
         "not moved", "moved", "passed", "passed", "not measured", "not measured"]
+
+
+def test_a_missing_intervention_is_not_tested_never_happened():
+    """An intervention declared but not measured (None, nan) leaves the claim "not tested", whatever its interval says,
+    and stays missing in the claim's record; a method with no intervention of its own has no key and is judged on
+    its check alone."""
+    unmeasured = with_interventions(check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0), intervention("x", None))
+    assert unmeasured["intervention"] is None and method_status(unmeasured) == "no intervention"
+    kept = compact_check(unmeasured)
+    assert kept["intervention"] is None and method_status(kept) == "no intervention"
+    for diff, ci in ((0.3, (0.2, 0.4)), (0.0, (-0.01, 0.01))):   # would hold; would be refuted
+        assert verdict(diff, ci, 0.09, 0.05, {"m": unmeasured}) == "not tested"
+        assert verdict(diff, ci, 0.09, 0.05, {"m": kept}) == "not tested"
+    plain = check_record("r", 0.12, (0.05, 0.19), 0.6, 1.0)
+    assert "intervention" not in compact_check(plain) and method_status(compact_check(plain)) == "passed"
+    assert verdict(0.3, (0.2, 0.4), 0.09, 0.05, {"m": compact_check(plain)}) == "holds"
 
 
 def _games(method_shift: float, seeds: int = 4, scenarios: int = 30, seed: int = 0) -> tuple[pd.DataFrame, ...]:

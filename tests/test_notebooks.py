@@ -16,7 +16,7 @@ import papermill
 import pytest
 
 from dialogrl.claims import VERDICTS, rejudge
-from dialogrl.reproduce import notebook_parameters, profile_parameters
+from dialogrl.reproduce import design_hash, notebook_parameters, profile_parameters
 from dialogrl.run import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,6 +52,8 @@ def test_notebook_is_committed_clean(nb_path, params_dir):
     assert set(params) == assigned, f"papermill cannot read {sorted(assigned - set(params))}"
     for profile in ("smoke", "gpu", "colab"):  # the files exist and name only real parameters
         profile_parameters(nb_path, profile, params_dir)
+    if (Path(params_dir) / nb_path.stem / "confirm.yaml").exists():   # a preregistered run's file (papers/PROTOCOL.md)
+        assert profile_parameters(nb_path, "confirm", params_dir).get("profile") == "confirm"
 
 
 @pytest.mark.parametrize("nb_path, params_dir", CASES)
@@ -73,6 +75,8 @@ def test_notebook_smoke_run_writes_a_summary(nb_path, params_dir, tmp_path):
         assert not {"seconds", "timings"} & set(summary), "wall-clock times belong in timings.json"
         assert _strict_json(run_dir / "timings.json")["seconds"] > 0
         CHECKS[nb_path.stem](summary, params)
+        # what `python -m dialogrl preregister` registers before a run is the hash the run records
+        assert summary["preregistration"]["params_hash"] == design_hash(nb_path, "smoke", params_dir)
     if "counterparts" in summary:   # the design checks were kept before the run could be refused
         design = _strict_json(run_dir / "design_checks.json")
         assert design["counterparts"] == summary["counterparts"] and design["room"] == summary["room"]

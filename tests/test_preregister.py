@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from dialogrl.claims import CLAIMS_END, CLAIMS_START, CONFIRM_END, CONFIRM_START, confirmatory, refresh_claims
-from dialogrl.run import PREREGISTERED, PREREGISTRATION, RUN_KEYS, finish_run, params_hash, preregistration
+from dialogrl.run import PREREGISTERED, PREREGISTRATION, RUN_KEYS, finish_run, params_hash, preregistration, repo_root
 from test_claims import _summary
 
 PARAMS = {"profile": "confirm", "seed": 0, "n_seeds": 8, "steps": 40, "lr": 3e-3, "panel": ["a", "b"],
@@ -28,6 +28,27 @@ def test_the_hash_reads_the_design_not_where_or_how_a_run_goes():
     assert set(RUN_KEYS) >= {"run_dir", "resume", "processes", "report_to"}
     for change in ({"n_seeds": 9}, {"lr": 3.0001e-3}, {"panel": ["b", "a"]}, {"profile": "cpu"}, {"new": 1}):
         assert params_hash({**PARAMS, **change}) != h, change
+    # a YAML `0` for a cell's `0.0` is the same run (check_params casts it): the same hash
+    assert params_hash({**PARAMS, "lr": 0, "n_seeds": 8.0}) == params_hash({**PARAMS, "lr": 0.0})
+    assert params_hash({**PARAMS, "flag": True}) != params_hash({**PARAMS, "flag": 1})
+
+
+def test_the_preregister_command_prints_the_marker_of_a_profiles_parameters(tmp_path, capsys):
+    """`python -m dialogrl preregister <stem>` hashes the parameters cell's values under the profile's file; the
+    smoke runs of tests/test_notebooks.py check that a notebook records this same hash."""
+    from dialogrl.__main__ import main
+    from dialogrl.params import cell_literals
+    from dialogrl.reproduce import design_hash
+
+    nb = repo_root() / "notebooks" / "04_ibrl_bilateral.ipynb"
+    params = tmp_path / "params" / "04_ibrl_bilateral"
+    params.mkdir(parents=True)
+    (params / "confirm.yaml").write_text("profile: confirm\nseed: 7\nn_seeds: 3\n")
+    expected = params_hash({**cell_literals(str(nb)), "profile": "confirm", "seed": 7, "n_seeds": 3})
+    assert design_hash(nb, "confirm", tmp_path / "params") == expected
+    assert main(["preregister", "04_ibrl_bilateral", "--notebooks", str(nb.parent), "--params",
+                 str(tmp_path / "params")]) == 0
+    assert capsys.readouterr().out.strip() == PREREGISTERED.format(expected)
 
 
 def test_a_paper_registers_only_what_is_committed(tmp_path):

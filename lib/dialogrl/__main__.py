@@ -21,9 +21,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rep = sub.add_parser("reproduce", help="run every notebook with papermill and write results/REPORT.md")
     rep.add_argument("--only", nargs="+", metavar="STEM", help="run only these notebooks (file stems)")
-    rep.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu", "colab"],
+    rep.add_argument("--profile", default="cpu", choices=["smoke", "cpu", "gpu", "colab", "confirm"],
                      help="parameter profile: cpu = the notebooks' defaults (default); "
-                          "smoke, gpu, colab = params/<stem>/*.yaml")
+                          "smoke, gpu, colab, confirm = params/<stem>/*.yaml")
     rep.add_argument("--notebooks", default="notebooks", help="folder of notebooks (default: notebooks)")
     rep.add_argument("--params", default="params", help="folder of profile files (default: params)")
     rep.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
@@ -57,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     cl.add_argument("--papers", default="papers", help="folder of paper notes (default: papers)")
     cl.add_argument("--results", default="results", help="results root (default: results)")
     cl.add_argument("--readme", default="README.md", help="the README with the verdicts table (default: README.md)")
+
+    pre = sub.add_parser("preregister", help="the line that registers a profile's resolved parameters in "
+                                             "papers/<stem>.md (papers/PROTOCOL.md: confirmatory runs)")
+    pre.add_argument("stem", help="the notebook (file stem)")
+    pre.add_argument("--profile", default="confirm", help="the profile to register (default: confirm)")
+    pre.add_argument("--notebooks", default="notebooks", help="folder of notebooks (default: notebooks)")
+    pre.add_argument("--params", default="params", help="folder of profile files (default: params)")
 
     tiny = sub.add_parser("build-tiny", help="build (or find in the cache) an embedded tiny model")
     tiny.add_argument("name", nargs="?", default="tiny-dond", help="embedded model name (default: tiny-dond)")
@@ -104,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
             return _data(args)
         if args.command == "claims":
             return _claims(args)
+        if args.command == "preregister":
+            from dialogrl.reproduce import design_hash, find_notebooks
+            from dialogrl.run import PREREGISTERED
+
+            (nb,) = find_notebooks(args.notebooks, [args.stem])
+            print(PREREGISTERED.format(design_hash(nb, args.profile, args.params)))
+            return 0
         if args.command == "estimate":
             from dialogrl.estimate import DEVICES, STEMS, estimate_table
 

@@ -141,20 +141,22 @@ STATUSES = ("passed", "moved", "not moved", "no intervention", "not measured")
 
 
 def method_status(check: Mapping | bool | None) -> str:
-    """What a method's check says for a verdict (one of STATUSES): its intervention did not happen, it did not move,
-    it moved, it passed, or it was not measured. A record without "moved" (written before it existed) moved when its
-    interval lies above zero; a bare bool is an older claim's `passed` (True: passed; False: whether it moved is
-    unknown, not measured)."""
+    """What a method's check says for a verdict (one of STATUSES): its intervention did not happen or was not
+    measured (a record's "intervention" False or None: the claim is not tested, never taken as happened), it did not
+    move, it moved, it passed, or it was not measured. A record without "intervention" belongs to a method with no
+    intervention of its own to check (`with_interventions` adds the key). A record without "moved" (written before
+    it existed) moved when its interval lies above zero; a bare bool is an older claim's `passed` (True: passed;
+    False: whether it moved is unknown, not measured)."""
     if isinstance(check, bool):
         return "passed" if check else "not measured"
     if check is None:
         return "not measured"
-    if check.get("intervention") is False:
+    if "intervention" in check and check["intervention"] is not True:
         return "no intervention"
     moved = check["moved"] if "moved" in check else (check["ci"][0] > 0 if check.get("ci") else check.get("passed"))
     if moved is False:
         return "not moved"
-    if moved is None or check.get("intervention", True) is None:
+    if moved is None:
         return "not measured"
     return "passed" if check.get("passed") is True else "moved"
 
@@ -193,11 +195,12 @@ def verdict(diff: float, ci: Sequence[float], paper_effect: float | None = None,
 
 
 def compact_check(check: Mapping | bool | None) -> dict | bool | None:
-    """What a claim keeps of a method's check: {"moved", "passed", "intervention"} (a bool or None as it is)."""
+    """What a claim keeps of a method's check: {"moved", "passed"} and "intervention" where the method has one (True,
+    False or None as it is: a missing measurement stays missing); a bool or None as it is."""
     if not isinstance(check, Mapping):
         return check
     return {"moved": check.get("moved", check.get("passed")), "passed": check.get("passed"),
-            "intervention": check.get("intervention", True)}
+            **({"intervention": check["intervention"]} if "intervention" in check else {})}
 
 
 def judge(claim: dict, paper_effect: float | None = None, mde: float | None = None,

@@ -39,7 +39,8 @@ from dialogrl.hub import HUB_ID_PATTERN
 from dialogrl.models import check_model_name
 from dialogrl.run import repo_root
 
-PROFILES = ("smoke", "cpu", "gpu", "colab")  # the named profiles of every notebook (README: profiles)
+PROFILES = ("smoke", "cpu", "gpu", "colab", "confirm")  # the named profiles (README: profiles; confirm: a paper's
+# preregistered confirmatory run, papers/PROTOCOL.md)
 GPU_PROFILE_GIB = 40  # "auto" on a CUDA GPU with at least this much memory runs gpu (sized for 80 GB), else colab
 
 
@@ -360,7 +361,7 @@ def check_params(namespace: Mapping[str, Any], spec: Mapping[str, Rule | str],
 
 def resolve_profile(namespace: MutableMapping[str, Any], stem: str, cuda: bool | float | None = None,
                     params_dir: str | Path | None = None, passed: set[str] | None = None) -> str:
-    """Apply a notebook's profile to its parameters (its globals); returns the profile (smoke | cpu | gpu | colab).
+    """Apply a notebook's profile to its parameters (its globals); returns the profile (one of PROFILES).
 
     `profile = "auto"` becomes `gpu` on a CUDA GPU of GPU_PROFILE_GIB or more, `colab` on a smaller one (a T4), and
     `cpu` elsewhere. `cpu` keeps the parameters cell's values (the cell's defaults are the cpu profile); the others

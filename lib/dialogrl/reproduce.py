@@ -30,8 +30,8 @@ import yaml
 
 from dialogrl.claims import CLAIMS_START, manipulation_table, refresh_claims, write_glance
 from dialogrl.compare import compare_table, run_rows
-from dialogrl.params import PROFILES, check_values, load_yaml
-from dialogrl.run import make_run_dir, make_run_id, read_json, write_text
+from dialogrl.params import PROFILES, cell_literals, check_values, load_yaml
+from dialogrl.run import make_run_dir, make_run_id, params_hash, read_json, write_text
 
 
 @dataclass
@@ -83,6 +83,15 @@ def profile_parameters(nb_path: str | Path, profile: str, params_dir: str | Path
     if unknown:
         raise ValueError(f"{path}: {unknown} are not parameters of {nb_path.name} (parameters: {sorted(known)})")
     return overrides
+
+
+def design_hash(nb_path: str | Path, profile: str, params_dir: str | Path = "params") -> str:
+    """The `run.params_hash` that a run of this notebook at `profile` records, computed before any run: the
+    parameters cell's values, the profile's file over them, and the profile itself (as `reproduce --profile` passes
+    them). `python -m dialogrl preregister <stem>` prints it as the marker papers/<stem>.md registers."""
+    nb_path = Path(nb_path).resolve()
+    return params_hash({**cell_literals(str(nb_path)), **profile_parameters(nb_path, profile, params_dir),
+                        "profile": profile})
 
 
 def front_matter(stem: str, papers_dir: str | Path = "papers") -> dict:
@@ -351,6 +360,13 @@ def reproduce(only: list[str] | None = None, profile: str = "cpu", notebooks_dir
             if (readme := papers_dir.resolve().parent / "README.md").exists():
                 write_glance(readme, papers_dir)
             tqdm.write(f"{nb.stem}: claims table of {papers_dir}/{nb.stem}.md rewritten from this run")
+        if ok and profile == "confirm":   # written under the confirmatory heading only if it is the registered run
+            try:
+                refresh_claims(nb.stem, run_dir, papers_dir, command=f"python -m dialogrl reproduce --only {nb.stem} "
+                               "--profile confirm")
+                tqdm.write(f"{nb.stem}: the confirmatory claims of {papers_dir}/{nb.stem}.md written from this run")
+            except ValueError as err:
+                tqdm.write(f"{nb.stem}: no confirmatory claims written: {err}")
         if error:
             tqdm.write(error.strip().splitlines()[-1] if error.strip() else error)
             for what, path in left_by(runs[-1]):

@@ -352,11 +352,22 @@ def git_state() -> dict:
 
 
 def params_hash(params: dict) -> str:
-    """The SHA-256 of a run's resolved parameters (config.json's values, RUN_KEYS left out), as canonical JSON: what
-    a paper's confirmatory design registers (PREREGISTERED) and its run must match."""
+    """The SHA-256 of a run's resolved parameters (config.json's values, RUN_KEYS left out), as canonical JSON (keys
+    sorted, every number a float): what a paper's confirmatory design registers (PREREGISTERED) and its run must
+    match. `reproduce.design_hash` computes the same from a notebook and a profile before any run."""
     design = {k: v for k, v in dict(params).items() if k not in RUN_KEYS}
-    text = json.dumps(design, sort_keys=True, separators=(",", ":"), default=_to_jsonable)
+    text = json.dumps(_numbers_as_floats(json.loads(json.dumps(design, default=_to_jsonable))), sort_keys=True,
+                      separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _numbers_as_floats(obj: Any) -> Any:
+    """Every number a float (a YAML `0` and a cell's `0.0` are one value to a run): the form params_hash hashes."""
+    if isinstance(obj, dict):
+        return {k: _numbers_as_floats(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_numbers_as_floats(v) for v in obj]
+    return float(obj) if isinstance(obj, (int, float)) and not isinstance(obj, bool) else obj
 
 
 def preregistration(stem: str, params: dict, root: str | os.PathLike | None = None) -> dict:
