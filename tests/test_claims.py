@@ -2,6 +2,7 @@
 the papers' claims tables, which must be what the code computes from the numbers they cite."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -276,6 +277,26 @@ def test_readme_verdicts_at_a_glance_match_the_excerpts():
 
     readme = (REPO / "README.md").read_text()
     assert glance_table(REPO / "papers") in readme, "README's verdict table is stale: python -m dialogrl claims --all"
+
+
+def test_the_glance_table_shows_the_confirmatory_run_beside_the_cpu_one(tmp_path):
+    """A paper with a stored confirmatory excerpt shows its counts and run; one that registers a design without a run
+    says so; one with neither shows dashes."""
+    from dialogrl.claims import glance_table
+    from dialogrl.run import PREREGISTERED
+
+    papers = tmp_path / "papers"
+    (papers / "claims" / "confirm").mkdir(parents=True)
+    for stem in ("a", "b", "c"):
+        (papers / "claims" / f"{stem}.json").write_text(json.dumps(claims_excerpt(_summary(), f"{stem}-cpu", "t")))
+    (papers / "claims" / "confirm" / "a.json").write_text(json.dumps(claims_excerpt(_summary(), "a-confirm", "t")))
+    (papers / "b.md").write_text(f"# b\n\n{PREREGISTERED.format('0' * 64)}\n")
+    rows = glance_table(papers).splitlines()
+    assert rows[0] == ("| paper | holds | refuted | not tested | not resolved | `cpu` run | confirmatory verdicts "
+                       "| confirmatory run |")
+    assert rows[2].endswith("| 1 | 0 | 1 | 0 | `a-cpu` | 1 holds, 1 not tested | `a-confirm` |")
+    assert rows[3].endswith("| `b-cpu` | registered, not run yet | — |")
+    assert rows[4].endswith("| `c-cpu` | — | — |")
 
 
 def test_verdict_counts():

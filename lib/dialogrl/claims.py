@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dialogrl.run import read_json, write_text
+from dialogrl.run import PREREGISTERED, read_json, write_text
 from dialogrl.stats import design_mde, paired_clustered, power_analysis, t_interval
 
 VERDICTS = ("holds", "refuted", "not tested", "not resolved")
@@ -440,13 +440,26 @@ GLANCE_START, GLANCE_END = "<!-- verdicts: written by python -m dialogrl claims 
 
 def glance_table(papers_dir: str | Path = "papers") -> str:
     """Each paper's verdicts at a glance (README): how many of its claims hold, are refuted, not tested, not resolved,
-    from papers/claims/<stem>.json, with the run they come from."""
-    rows = ["| paper | " + " | ".join(VERDICTS) + " | run |", "|---|" + "---:|" * len(VERDICTS) + "---|"]
-    for path in sorted((Path(papers_dir) / "claims").glob("*.json")):
+    from papers/claims/<stem>.json, with the run they come from; then its confirmatory run's counts and run
+    (papers/claims/confirm/<stem>.json), "registered, not run yet" where papers/<stem>.md registers one that has no
+    excerpt yet, else "—"."""
+    papers_dir = Path(papers_dir)
+    rows = ["| paper | " + " | ".join(VERDICTS) + " | `cpu` run | confirmatory verdicts | confirmatory run |",
+            "|---|" + "---:|" * len(VERDICTS) + "---|---|---|"]
+    for path in sorted((papers_dir / "claims").glob("*.json")):
         excerpt = load_excerpt(path)
         counts = verdict_counts(excerpt)
+        confirm = excerpt_path(path.stem, papers_dir, confirm=True)
+        if confirm.exists():
+            decided = load_excerpt(confirm)
+            tally = verdict_counts(decided)
+            done = ", ".join(f"{tally[v]} {v}" for v in VERDICTS if tally[v]) or "no claims", f"`{decided['run']}`"
+        else:
+            paper = papers_dir / f"{path.stem}.md"
+            registered = paper.exists() and PREREGISTERED.split("{}")[0] in paper.read_text()
+            done = ("registered, not run yet", "—") if registered else ("—", "—")
         rows.append(f"| [{path.stem}](papers/{path.stem}.md) | " + " | ".join(str(counts[v]) for v in VERDICTS)
-                    + f" | `{excerpt['run']}` |")
+                    + f" | `{excerpt['run']}` | {done[0]} | {done[1]} |")
     return "\n".join(rows)
 
 
