@@ -1,5 +1,5 @@
-"""The collapse measures' sampling (dialogrl.collapse): the states they sample at, common random numbers across
-batch sizes, Verbalized Sampling's draw and unusable answers, and the per-state claims."""
+"""The collapse measures (dialogrl.collapse) by hand and their sampling: the states they sample at, common random
+numbers across batch sizes, Verbalized Sampling's draw and unusable answers, and the per-state claims."""
 import numpy as np
 import pandas as pd
 import pytest
@@ -122,3 +122,76 @@ def test_collapse_at_chats_samples_on_the_talkers_own_chats_from_named_streams(t
     assert collapse_at_chats(*args, seed=0, spread=reply_spread, measures=["top1"])[0] == pytest.approx(rec,
                                                                                                         nan_ok=True)
 
+
+def test_diversity_measures_by_hand():
+    from dialogrl.collapse import distinct_n, label_entropy, top1_share
+
+    assert distinct_n(["a b a b", "a b"], 1) == pytest.approx(2 / 6)
+    assert distinct_n(["a b a b", "a b"], 2) == pytest.approx(2 / 4)   # (a b), (b a)
+    assert np.isnan(distinct_n(["a"], 2))
+    assert label_entropy(["x"] * 4) == 0 and label_entropy(["x", "y", "z", "w"]) == pytest.approx(2)
+    assert label_entropy(["x", "x", "y", "y"], base=np.e) == pytest.approx(np.log(2))
+    assert top1_share(["Hi there", "hi  there", "no"]) == pytest.approx(2 / 3) and np.isnan(top1_share([]))
+
+
+def test_sharpening_exponent_recovers_a_temperature():
+    from dialogrl.collapse import sharpening_exponent
+
+    p = np.array([0.4, 0.25, 0.15, 0.1, 0.06, 0.04])
+    for gamma in (1.0, 2.0, 1 / 0.3):
+        q = p ** gamma / (p ** gamma).sum()
+        g, se = sharpening_exponent(p, q)
+        assert g == pytest.approx(gamma) and se == pytest.approx(0, abs=1e-9)
+    with pytest.raises(ValueError, match="at least 3"):
+        sharpening_exponent([0.5, 0.5, 0], [0.9, 0.1, 0.2])
+
+
+def test_reply_spread_per_state_by_hand():
+    from dialogrl.collapse import pooled_gamma, reply_spread
+
+    replies = {"collapsed": [["yes sure", "Yes  sure", "yes sure"], ["no", "no", "no"]],
+               "spread": [["yes sure", "no way", "maybe later"], ["no", "why", "ok then"]]}
+    one_hot = {"yes sure": [1, 0], "no": [0, 1], "no way": [0, 1], "maybe later": [1, 0], "why": [0, 1],
+               "ok then": [1, 0]}
+
+    def embed(texts):
+        return np.array([one_hot[" ".join(t.lower().split())] for t in texts], float)
+
+    def label(texts):
+        return [[t.split()[0].lower()] for t in texts]
+
+    t = reply_spread(replies, label=label, embed=embed).set_index(["simulator", "state"])
+    assert t.loc[("collapsed", 0), "top1"] == 1 and t.loc[("spread", 0), "top1"] == pytest.approx(1 / 3)
+    assert t.loc[("collapsed", 0), "similarity"] == 1 and t.loc[("spread", 0), "similarity"] == pytest.approx(1 / 3)
+    assert t.loc[("collapsed", 1), "act_entropy"] == 0
+    assert t.loc[("spread", 1), "act_entropy"] == pytest.approx(np.log2(3))
+    assert t.loc[("spread", 0), "distinct_1"] == pytest.approx(1.0)
+    bare = reply_spread(replies)
+    assert bare["similarity"].isna().all() and bare["act_entropy"].isna().all()
+    # gamma pools the states' reply frequencies: a simulator that copies the reference has gamma 1
+    ref = [["a"] * 4 + ["b"] * 2 + ["c"], ["d"] * 3 + ["e"] * 2 + ["f"] * 2]
+    assert pooled_gamma(ref, ref) == pytest.approx(1.0)
+    assert np.isnan(pooled_gamma([["a", "b"]], [["c", "d"]]))
+
+
+def test_cluster_coverage_tells_one_mode_from_many():
+    from dialogrl.collapse import cluster_coverage
+
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(8, 5)) * 10
+    spread = np.concatenate([c + rng.normal(size=(20, 5)) for c in centres])
+    collapsed = centres[0] + rng.normal(size=(160, 5))
+    cov = cluster_coverage({"spread": spread, "collapsed": collapsed}, k=8)
+    assert cov["spread"] == 1.0 and cov["collapsed"] <= 2 / 8
+    with pytest.raises(ValueError, match="k=50"):
+        cluster_coverage({"a": spread[:10]}, k=50)
+
+
+def test_sentence_embeddings_load_offline_and_place_paraphrases_close():
+    from dialogrl.collapse import sentence_embeddings
+
+    e = sentence_embeddings(["Would you donate to the children?", "Could you give some money to the kids?",
+                             "The weather is cold in Boston."])
+    assert e.shape == (3, 384) and np.allclose(np.linalg.norm(e, axis=1), 1, atol=1e-4)
+    assert e[0] @ e[1] > e[0] @ e[2] + 0.2
+    assert sentence_embeddings([]).shape == (0, 384)

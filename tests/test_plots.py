@@ -9,9 +9,14 @@ import pytest
 
 from dialogrl import plots
 from dialogrl.calibration import acceptance_curve
-from dialogrl.stats import t_interval
+from dialogrl.envs import DealOrNoDeal
+from dialogrl.envs.dealnodeal import ScriptedAgent
+from dialogrl.evaluate import cross_play
+from dialogrl.plots import bars_with_ci, crossplay_heatmap
+from dialogrl.stats import summarize, t_interval
 
 matplotlib.use("Agg")
+TASK = DealOrNoDeal()
 
 
 def curve_rows(methods=("base", "socialrl", "outcome_ppo"), seeds=3, steps=12):
@@ -137,3 +142,42 @@ def test_acceptance_curves_band_the_seeds_and_draw_the_humans_as_one_line(tmp_pa
     assert set(lines) == {"human (held-out logs)", "calibrated (3 seeds)"}
     assert len(lines["calibrated (3 seeds)"].get_xdata()) == 4 and len(lines["human (held-out logs)"].get_xdata()) == 5
     check(fig)
+
+
+@pytest.fixture(scope="module")
+def games(tmp_path_factory):
+    path = tmp_path_factory.mktemp("eval") / "transcripts.jsonl"
+    policies = {"greedy": ScriptedAgent("greedy", 0), "conceder": ScriptedAgent("conceder", 0)}
+    panel = {"fair": ScriptedAgent("fair", 1), "stubborn": ScriptedAgent("stubborn", 1)}
+    df = cross_play(TASK, policies, panel, TASK.sample_scenarios(100, seed=5), transcripts=path, n_transcripts=2)
+    return df, path
+
+
+def test_figures(games, tmp_path):
+    df, _ = games
+    table = summarize(df)
+    crossplay_heatmap(table, "score", path=tmp_path / "heat.png")
+    bars_with_ci(summarize(df, by=("policy",)), "agreed", path=tmp_path / "bars.png")
+    assert (tmp_path / "heat.png").stat().st_size > 1000 and (tmp_path / "bars.png").stat().st_size > 1000
+
+
+def test_bars_accept_a_zero_width_interval_off_by_rounding(tmp_path):
+    # every seed alike: the interval has no width, and the pooled mean can sit a rounding error outside it
+    table = pd.DataFrame({"method": ["a", "b"], "reward": [0.165625, 0.2], "reward_lo": [0.16562500000000002, 0.1],
+                          "reward_hi": [0.16562500000000002, 0.3]})
+    bars_with_ci(table, "reward", x="method", path=tmp_path / "bars.png")
+    assert (tmp_path / "bars.png").exists()
+    with pytest.raises(ValueError, match="does not contain its estimate"):
+        bars_with_ci(table.assign(reward_lo=[0.2, 0.1]), "reward", x="method")
+
+
+def test_crossplay_heatmap_averages_games_per_pairing(tmp_path):
+    import matplotlib.pyplot as plt
+
+    games = pd.DataFrame({"method": ["a", "a", "b", "b"], "counterpart": ["x", "x", "x", "y"],
+                          "score": [1.0, 3.0, 5.0, 7.0]})
+    fig = crossplay_heatmap(games, "score", policy="method", path=tmp_path / "h.png")
+    # a's two games averaged; the pairing nobody played (a, y) stays blank
+    assert [t.get_text() for t in fig.axes[0].texts] == ["2.00", "5.00", "7.00"]
+    assert (tmp_path / "h.png").exists()
+    plt.close(fig)

@@ -10,7 +10,7 @@ Intervals. The unit of replication is the training seed (a training run, with it
 its own draw of scenarios that every method of that seed plays): games of one seed share its policy, so they are not
 independent draws. A method's mean gets a t-interval on its per-seed means with n_seeds - 1 degrees of freedom, and a
 difference between methods a t-interval on the per-seed mean differences (`clustered_ci`, `paired_clustered`). A
-percentile bootstrap over 3-5 seeds undercovers (about 70-83% for a nominal 95%; tests/test_evaluate.py checks the
+percentile bootstrap over 3-5 seeds undercovers (about 70-83% for a nominal 95%; tests/test_stats.py checks the
 t-interval's coverage), so it is used only for a single seed, over games, with a warning that the interval then
 ignores seed-to-seed variation.
 
