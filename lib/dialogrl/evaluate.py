@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from dialogrl.agents import LMAgent
 from dialogrl.game import Agent, Task
 from dialogrl.rollout import Episode, play_cells
 from dialogrl.run import append_jsonl
@@ -97,8 +96,7 @@ def panel_eval(task: Task, role: str, panel: dict[str, Agent], scenarios: list |
     """
     def evaluate(trainer) -> dict:   # an rl.trainer.Trainer
         spec = trainer.roles[role]
-        policy = LMAgent(trainer.model, trainer.tokenizer, adapter=spec.adapter, name="policy",
-                         max_new_tokens=trainer.config.max_new_tokens, temperature=trainer.config.temperature)
+        policy = trainer.lm_agent(spec.adapter, name="policy")   # the trainer's engine and temperature
         cuda = torch.cuda.is_available()
         saved = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
                  torch.cuda.get_rng_state_all() if cuda else None)

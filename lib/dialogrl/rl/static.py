@@ -280,9 +280,7 @@ class StaticContextTrainer(Trainer):
         self.roles = {**{r: RoleSpec() for r in self.task.roles}, **self.roles}
         super().__post_init__()
         # each path's policy; no KV cache kept between turns (contexts repeat, and the adapter changes every step)
-        cfg = self.config
-        self.policies = {a: LMAgent(self.model, self.tokenizer, adapter=a, name=a, max_new_tokens=cfg.max_new_tokens,
-                                    temperature=cfg.temperature, reuse_cache=False) for a in self.adapter_roles}
+        self.policies = {a: self.lm_agent(a, reuse_cache=False) for a in self.adapter_roles}
 
     def batch(self, step: int) -> tuple[list[Context], list[int]]:
         """This process's share of the step's contexts, each repeated group_size times, and their group ids."""

@@ -257,9 +257,7 @@ class Trainer:
                 raise ValueError(f"role {role!r} is trainable but has no adapter")
             key = spec.adapter  # roles on one adapter share one agent (and one update path)
             if key not in lm_agents:
-                lm_agents[key] = self._agent_class()(self.model, self.tokenizer, adapter=spec.adapter,
-                                                     name=spec.adapter or "base", max_new_tokens=cfg.max_new_tokens,
-                                                     temperature=cfg.temperature)
+                lm_agents[key] = self.lm_agent(spec.adapter)
             self.agents[role] = lm_agents[key]
         # the name each trainable role's own agent writes into Episode.agents: a game in which another agent played
         # the role (a population member a hook swapped in) gives that role no samples
@@ -409,6 +407,15 @@ class Trainer:
             # trainer created earlier in this process (e.g. a warm start's) must not switch it on
             precision = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
         return resolve_precision(precision, self.accelerator.device) if precision in HALF_DTYPES else "no"
+
+    def lm_agent(self, adapter: str | None, name: str | None = None, **kwargs) -> LMAgent:
+        """The trainer's LM agent on `adapter` (None: the warm start): the one road by which the config's engine,
+        temperature and turn length reach every agent built on the trained model (the rollout's roles, held-out
+        evaluation `evaluate.panel_eval`, the static trainer's policies, SCOPE's simulator pool). kwargs: the agent's
+        own further options (e.g. reuse_cache)."""
+        cfg = self.config
+        return self._agent_class()(self.model, self.tokenizer, adapter=adapter, name=name or adapter or "base",
+                                   max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, **kwargs)
 
     def _agent_class(self) -> type:
         """The agent class of the LM roles: LMAgent, or VLLMAgent with engine="vllm" (vllm imported only then)."""

@@ -135,11 +135,9 @@ class SimulatorPool:
             self.snapshot(trainer.model, step)
         live = trainer.agents[self.role] if not isinstance(trainer.agents[self.role], Population) \
             else trainer.agents[self.role].members[trainer.own_agent[self.role]]
-        cfg = trainer.config
         members = {live.name: live}
         for slot, at in self.checkpoints:
-            members[f"{slot}@{at}"] = LMAgent(trainer.model, trainer.tokenizer, adapter=slot, name=f"{slot}@{at}",
-                                              max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature)
+            members[f"{slot}@{at}"] = trainer.lm_agent(slot, name=f"{slot}@{at}")
         trainer.agents[self.role] = Population(members, seed=step, name="simulator-pool")
 
 
