@@ -16,6 +16,7 @@ from dialogrl.claims import (
     VERDICTS,
     check_record,
     claims_excerpt,
+    claims_table,
     compact_check,
     excerpt_path,
     intervention,
@@ -350,6 +351,13 @@ def test_pair_claims_read_each_pair_on_the_pooled_panel_and_its_parts():
     same = games[games["family"] == "same rule family"]
     assert claims["success.a_minus_b@same"] == paired_clustered(same[same["method"] == "a"],
                                                                 same[same["method"] == "b"], "success")
+    assert claims["success.a_minus_b"]["families"] == ["other family", "same rule family"]
+    # a pooled panel of the training family alone: one claim, and its row says so
+    alone = pair_claims(same, {"a_minus_b": ("a", "b")}, "success", "success")
+    assert list(alone) == ["success.a_minus_b"] and alone["success.a_minus_b"]["families"] == ["same rule family"]
+    row = claims_table({"claims": {k: judge(c) for k, c in alone.items()}}).splitlines()[2]
+    assert row.endswith("** (read on the training family alone) |")
+    assert not claims_table({"claims": {k: judge(c) for k, c in claims.items()}}).count("family alone")
 
 
 def test_pair_power_and_its_table():

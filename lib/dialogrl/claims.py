@@ -250,8 +250,9 @@ def claims_table(summary: dict) -> str:
         effect_txt = paper_effect_text(c)
         checks = c.get("checks") or {}
         moved = ", ".join(f"{m} {method_status(p)}" for m, p in checks.items()) or "—"
+        alone = " (read on the training family alone)" if c.get("families") == [SPLITS["same"]] else ""
         rows.append(f"| `{name}` | {_num(c['diff'])} [{_num(c['ci'][0])}, {_num(c['ci'][1])}] "
-                    f"| {_num(c.get('mde'), signed=False)} | {effect_txt} | {moved} | **{c['verdict']}** |")
+                    f"| {_num(c.get('mde'), signed=False)} | {effect_txt} | {moved} | **{c['verdict']}**{alone} |")
     return "\n".join(rows)
 
 
@@ -493,13 +494,16 @@ def pair_claims(games: pd.DataFrame, pairs: Mapping[str, tuple[str, str]], metri
                 keys: Sequence[str] = ("counterpart", "scenario"), by: str = "method") -> dict[str, dict]:
     """The claims "<key>.<name><part>": method a minus method b on `metric` (stats.paired_clustered, paired by
     `keys` and the seed), for each pair name: (a, b) whose methods both played, on the panel pooled and on its
-    same-family and other-family parts (`panel_parts`)."""
+    same-family and other-family parts (`panel_parts`). The pooled claim records the rule families it read
+    (`families`): one of the training family alone is said so in its table row (`claims_table`)."""
 
     played, out = set(games[by]), {}
     for name, (a, b) in pairs.items():
         if a in played and b in played:
             for part, g in panel_parts(games):
                 out[f"{key}.{name}{part}"] = paired_clustered(g[g[by] == a], g[g[by] == b], metric, keys)
+                if not part and "family" in g:
+                    out[f"{key}.{name}"]["families"] = sorted(set(g["family"]))
     return out
 
 
