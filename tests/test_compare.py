@@ -50,6 +50,24 @@ def test_a_folder_without_a_summary_is_a_clear_error(tmp_path, capsys):
     assert "not a finished run folder" in capsys.readouterr().err
 
 
+def test_a_claim_without_its_numbers_is_a_clear_error(tmp_path, capsys):
+    """A summary whose judged claim lacks its diff (or whose interval is not two numbers) is named, file and claim,
+    with no traceback and no table written."""
+    broken = claim(0.12, 0.05, 0.19)
+    del broken["diff"]
+    run = fake_run(tmp_path, "02_socialrl", "20261201-000000__cpu", {"goal.a_minus_b": broken})
+    with pytest.raises(ValueError, match="claim 'goal.a_minus_b' has a verdict but not its numbers"):
+        run_rows([run])
+    out = tmp_path / "c.md"
+    assert main(["compare", str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "summary.json" in err and "Traceback" not in err and not out.exists()
+    odd = fake_run(tmp_path, "02_socialrl", "20261202-000000__cpu", {"goal.a_minus_b": {**claim(0.1, 0, 0.2),
+                                                                                       "ci": [0.0]}})
+    with pytest.raises(ValueError, match="not its numbers"):
+        run_rows([odd])
+
+
 def test_a_paper_files_cited_run_compares_with_a_new_one(tmp_path):
     """papers/claims/<stem>.json (the run a paper cites, its folder perhaps gone) beside a new run folder."""
     excerpt = tmp_path / "02_socialrl.json"

@@ -237,8 +237,21 @@ def test_huge_numbers_are_invalid_not_errors():
                          ("[OFFER 1 $10,000,001]", "price out of range"), ("[OFFER 1 $00030000]", None)]:
         action, why = parse_marker(text, SC.lot)
         assert (why is None) if reason is None else (reason in why and len(why) < 200 and action["type"] == "talk")
-    said = hear(f"${huge} or {huge}k or {huge}.{huge}k or $1{',000' * 2000}, but $31,500", SC.lot)
-    assert [x for s in said for x in s["amounts"]] == [31500]
+    for runaway in (f"${huge} or {huge}k", f"{huge}.{huge}k", f"$1{',000' * 2000}"):   # each within a turn's length
+        said = hear(f"{runaway}, but $31,500", SC.lot)
+        assert [x for s in said for x in s["amounts"]] == [31500]
+
+
+def test_hear_reads_what_a_turn_can_hold_and_skips_empty_clauses():
+    """A runaway line costs the listener no more than a game's longest turn: what lies past MAX_TURN_CHARS is not
+    heard (the games cut turns there), and clauses of punctuation alone are no clauses."""
+    from dialogrl.game import MAX_TURN_CHARS
+
+    said = hear("i need awd. " + "ok. " * MAX_TURN_CHARS + "budget's $31500", SC.lot)
+    assert said[0]["features"] == {"awd"} and not any(s["amounts"] for s in said)
+    assert len(said) <= MAX_TURN_CHARS // 4 + 1
+    assert hear("?" * 100_000, SC.lot) == [] and hear("?!. ,;", SC.lot) == []
+    assert [s["amounts"] for s in hear("?? budget $31500 ?!", SC.lot)] == [[31500]]
 
 
 def test_hear_amounts_features_and_asks():

@@ -36,7 +36,7 @@ def run_rows(runs) -> list[dict]:
             if "claims" not in excerpt:
                 raise ValueError(f"{run}: not a claims excerpt (papers/claims/<stem>.json) or a run folder")
             name = str(excerpt.get("run", run.stem))
-            claims = {k: c for k, c in excerpt["claims"].items() if "verdict" in c}
+            claims = _judged(excerpt["claims"], run)
             seeds = [c["seeds"] for c in claims.values() if isinstance(c.get("seeds"), int)]
             rows.append({"notebook": run.stem, "run": f"{name} (cited by papers/{run.stem}.md)",
                          "profile": name.rsplit("__", 1)[-1] if "__" in name else "?",
@@ -52,8 +52,25 @@ def run_rows(runs) -> list[dict]:
                      "seeds": len(seeds) if isinstance(seeds, list) else seeds,
                      "commit": commit + ("+dirty" if env.get("git_dirty") else ""),
                      "minutes": None if seconds is None else seconds / 60,
-                     "claims": {k: c for k, c in summary.get("claims", {}).items() if "verdict" in c}})
+                     "claims": _judged(summary.get("claims", {}), run / "summary.json")})
     return rows
+
+
+def _judged(claims, source: Path) -> dict:
+    """The claims with a verdict, each checked to carry its numbers (diff, and ci as two numbers): a ValueError
+    naming the file and the claim otherwise, before any table is written."""
+    if not isinstance(claims, dict):
+        raise ValueError(f"{source}: 'claims' is a {type(claims).__name__}, not a mapping of claims")
+    out = {}
+    for key, c in claims.items():
+        if not isinstance(c, dict) or "verdict" not in c:
+            continue
+        ci = c.get("ci")
+        if not isinstance(c.get("diff"), (int, float)) or not (isinstance(ci, list) and len(ci) == 2 and all(
+                isinstance(x, (int, float)) for x in ci)):
+            raise ValueError(f"{source}: claim {key!r} has a verdict but not its numbers (diff, and ci as [lo, hi])")
+        out[key] = c
+    return out
 
 
 def _effect(c: dict) -> str:

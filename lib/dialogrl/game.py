@@ -258,6 +258,13 @@ def conversations(task: Task, states: Sequence[GameState], views: str = "one") -
     return out
 
 
+# A turn's text is cut to this many characters before the game's rules parse it (`rollout.play`; state.info["cut_turns"]
+# counts the cuts): far above any model turn here (600 tokens, a few thousand characters), and it bounds what a
+# scripted or remote agent's runaway text costs the parsers (a million characters took a game's parser 3.9 s); a
+# game's public listener reads no more of a text than this either.
+MAX_TURN_CHARS = 20_000
+
+
 def shorten(text: str, limit: int = 60) -> str:
     """`text`, cut to `limit` characters: invalid reasons quote the input, which may be 10^5 characters long."""
     return text if len(text) <= limit else text[:limit - 3] + "..."

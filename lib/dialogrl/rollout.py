@@ -22,12 +22,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dialogrl.game import ActRequest, Agent, GameState, StreamingAgent, Task, Utterance
-
-# A turn's text is cut to this many characters before the game's rules parse it (state.info["cut_turns"] counts the
-# cuts): far above any model turn here (600 tokens, a few thousand characters), and it bounds what a scripted or remote
-# agent's runaway text costs the parsers (a million characters took a game's parser 3.9 s).
-MAX_TURN_CHARS = 20_000
+from dialogrl.game import MAX_TURN_CHARS, ActRequest, Agent, GameState, StreamingAgent, Task, Utterance
 
 
 @dataclass

@@ -31,7 +31,16 @@ from dialogrl.envs.telesales.task import (
     offer_marker,
     without_markers,
 )
-from dialogrl.game import Agent, GameState, PersonaAgent, Population, Probe, game_key, scripted_population
+from dialogrl.game import (
+    MAX_TURN_CHARS,
+    Agent,
+    GameState,
+    PersonaAgent,
+    Population,
+    Probe,
+    game_key,
+    scripted_population,
+)
 from dialogrl.heldout import Traits
 
 
@@ -258,12 +267,22 @@ _SENTENCE = re.compile(r"[?!;\n]|[.,](?![0-9])")
 _MONEY = re.compile(r"\$\s?([0-9][0-9,]*)|(?<![0-9])([0-9]+(?:\.[0-9]+)?)\s?k\b|\b([0-9]{4,6})\b", re.A)
 
 
+_CONTENT = re.compile(r"[a-z0-9]")
+_WORD = re.compile(r"[a-z_]+")
+_FEATURE_OF = {k: f for f, keys in HEAR_FEATURE.items() for k in keys}   # each cue -> its feature (cues are unique)
+_FEATURE_KEY = re.compile("|".join(map(re.escape, sorted(_FEATURE_OF, key=len, reverse=True))))
+_TYPE_OF = {k: t for t, keys in HEAR_TYPE.items() for k in keys}
+
+
 def hear(text: str, lot: Sequence[str]) -> list[dict]:
     """What a scripted listener takes from one utterance (markers excluded), clause by clause: the features,
     types and lot vehicles it names and the dollar amounts in it ($31500, 31,500, 31.5k, 31500; $1000 to
-    MAX_PRICE; other numbers are not amounts). Never raises."""
+    MAX_PRICE; other numbers are not amounts). Reads the first MAX_TURN_CHARS characters, as much as a game's turn
+    holds (`rollout.play` cuts longer ones), and skips clauses with no letter or digit. Never raises."""
     out = []
-    for s in _SENTENCE.split(without_markers(text).lower()):
+    for s in _SENTENCE.split(without_markers(text[:MAX_TURN_CHARS]).lower()):
+        if not _CONTENT.search(s):   # a clause of spaces and punctuation says nothing (and "?" x 10^6 is 10^6 clauses)
+            continue
         amounts = []
         for m in _MONEY.finditer(s):
             x = m.group(1) or m.group(3)
@@ -271,9 +290,9 @@ def hear(text: str, lot: Sequence[str]) -> list[dict]:
             x = float(x.replace(",", "")) if x else float(m.group(2)) * 1000
             if 1000 <= x <= MAX_PRICE:
                 amounts.append(int(x))
-        words = set(re.findall(r"[a-z_]+", s))
-        out.append({"features": {f for f, keys in HEAR_FEATURE.items() if any(k in s for k in keys)},
-                    "types": {t for t, keys in HEAR_TYPE.items() if words & set(keys)},
+        words = set(_WORD.findall(s))
+        out.append({"features": {_FEATURE_OF[k] for k in _FEATURE_KEY.findall(s)},
+                    "types": {_TYPE_OF[w] for w in words & _TYPE_OF.keys()},
                     "vehicles": [v for v in lot if v in words], "amounts": amounts})
     return out
 
