@@ -118,3 +118,23 @@ def test_a_run_records_its_registration_and_its_summary_carries_it(tmp_path):
     (run / PREREGISTRATION).write_text(json.dumps(pre))
     finish_run(run, {"claims": {}}, 0.0)
     assert json.loads((run / "summary.json").read_text())["preregistration"] == pre
+
+
+def test_a_registered_design_that_has_not_run_is_what_its_notebook_would_run():
+    """Until its confirmatory run is in (papers/claims/confirm/<stem>.json), a paper's registered hash must be what
+    `python -m dialogrl preregister <stem>` computes now: a change to the notebook's parameters cell or its
+    confirm.yaml after the registration would make the run not confirmatory, so it fails here first."""
+    from dialogrl.claims import excerpt_path
+    from dialogrl.reproduce import design_hash
+
+    start, end = PREREGISTERED.split("{}")
+    root = repo_root()
+    for paper in sorted((root / "papers").glob("*.md")):
+        found = [line.strip()[len(start):-len(end)].strip() for line in paper.read_text().splitlines()
+                 if line.strip().startswith(start) and line.strip().endswith(end)]
+        if not found or excerpt_path(paper.stem, root / "papers", confirm=True).exists():
+            continue
+        assert (root / "params" / paper.stem / "confirm.yaml").exists(), f"{paper}: registered, no confirm.yaml"
+        assert found == [design_hash(root / "notebooks" / f"{paper.stem}.ipynb", "confirm", root / "params")], (
+            f"{paper} registers {found}; its notebook and confirm.yaml now give another hash: register anew "
+            "(python -m dialogrl preregister) or restore the parameters")
