@@ -961,12 +961,6 @@ def _with_id(scenario, scenario_id: int):
     return scenario
 
 
-def latest_checkpoint(checkpoint_dir: str | Path) -> Path | None:
-    """The checkpoint of the highest step under checkpoint_dir (folders step-NNNNNN), or None."""
-    found = _checkpoints(checkpoint_dir)
-    return found[-1] if found else None
-
-
 def _checkpoints(checkpoint_dir: str | Path) -> list[Path]:
     """The checkpoint folders under checkpoint_dir (step-NNNNNN with a trainer.pt), oldest first."""
     return [p.parent for p in sorted(Path(checkpoint_dir).glob("step-*/trainer.pt"))]
