@@ -1,5 +1,6 @@
 """`python -m dialogrl reproduce` on a fixture notebook of the paper notebooks' shape."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -167,3 +168,19 @@ def test_each_paper_shows_its_key_figures():
         for name in names:
             assert (repo / "papers" / "figures" / nb.stem / name).is_file(), f"{nb.stem}: {name} not copied"
             assert f"](figures/{nb.stem}/{name})" in text, f"papers/{nb.stem}.md does not show {name}"
+
+
+def test_a_confirm_run_is_written_as_confirmatory_only_when_registered(tmp_path, capsys):
+    """`reproduce --profile confirm` runs the profile's file and, at the end, writes the paper's confirmatory block only
+    for the registered run: the fixture's paper registers nothing, so the run finishes and says why nothing was
+    written, its preregistration record (no registered hash) in summary.json."""
+    params = tmp_path / "params"
+    shutil.copytree(FIX / "params", params)
+    (params / "00_example" / "confirm.yaml").write_text("profile: confirm\nn_samples: 10\nn_seeds: 2\n")
+    assert reproduce(profile="confirm", results_root=tmp_path / "results", notebooks_dir=FIX / "notebooks",
+                     params_dir=params, papers_dir=FIX / "papers", progress=False) == 0
+    (run,) = (tmp_path / "results" / "00_example").iterdir()
+    assert run.name.endswith("__confirm")
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["preregistration"]["registered"] is None and len(summary["preregistration"]["params_hash"]) == 64
+    assert "00_example: no confirmatory claims written:" in capsys.readouterr().out
