@@ -100,6 +100,22 @@ def dond_toy_dir():
 
 
 @pytest.fixture(scope="session")
+def games(tmp_path_factory):
+    """Scripted Deal or No Deal cross-play (greedy and conceder against fair and stubborn, 100 scenarios, both roles)
+    and its transcripts file: the games the evaluation, statistics and plot tests read (none of them changes it)."""
+    from dialogrl.envs import DealOrNoDeal
+    from dialogrl.envs.dealnodeal import ScriptedAgent
+    from dialogrl.evaluate import cross_play
+
+    task = DealOrNoDeal()
+    path = tmp_path_factory.mktemp("eval") / "transcripts.jsonl"
+    policies = {"greedy": ScriptedAgent("greedy", 0), "conceder": ScriptedAgent("conceder", 0)}
+    panel = {"fair": ScriptedAgent("fair", 1), "stubborn": ScriptedAgent("stubborn", 1)}
+    df = cross_play(task, policies, panel, task.sample_scenarios(100, seed=5), transcripts=path, n_transcripts=2)
+    return df, path
+
+
+@pytest.fixture(scope="session")
 def shared_data():
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real dialogue data not found at {SHARED_DATA} (the shared/ folder beside the repository)")

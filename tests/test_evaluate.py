@@ -3,7 +3,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
@@ -11,15 +10,6 @@ from dialogrl.evaluate import cross_play
 from dialogrl.stats import summarize
 
 TASK = DealOrNoDeal()
-
-
-@pytest.fixture(scope="module")
-def games(tmp_path_factory):
-    path = tmp_path_factory.mktemp("eval") / "transcripts.jsonl"
-    policies = {"greedy": ScriptedAgent("greedy", 0), "conceder": ScriptedAgent("conceder", 0)}
-    panel = {"fair": ScriptedAgent("fair", 1), "stubborn": ScriptedAgent("stubborn", 1)}
-    df = cross_play(TASK, policies, panel, TASK.sample_scenarios(100, seed=5), transcripts=path, n_transcripts=2)
-    return df, path
 
 
 def test_cross_play_grid(games):

@@ -9,14 +9,10 @@ import pytest
 
 from dialogrl import plots
 from dialogrl.calibration import acceptance_curve
-from dialogrl.envs import DealOrNoDeal
-from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.evaluate import cross_play
 from dialogrl.plots import bars_with_ci, crossplay_heatmap
 from dialogrl.stats import summarize, t_interval
 
 matplotlib.use("Agg")
-TASK = DealOrNoDeal()
 
 
 def curve_rows(methods=("base", "socialrl", "outcome_ppo"), seeds=3, steps=12):
@@ -142,15 +138,6 @@ def test_acceptance_curves_band_the_seeds_and_draw_the_humans_as_one_line(tmp_pa
     assert set(lines) == {"human (held-out logs)", "calibrated (3 seeds)"}
     assert len(lines["calibrated (3 seeds)"].get_xdata()) == 4 and len(lines["human (held-out logs)"].get_xdata()) == 5
     check(fig)
-
-
-@pytest.fixture(scope="module")
-def games(tmp_path_factory):
-    path = tmp_path_factory.mktemp("eval") / "transcripts.jsonl"
-    policies = {"greedy": ScriptedAgent("greedy", 0), "conceder": ScriptedAgent("conceder", 0)}
-    panel = {"fair": ScriptedAgent("fair", 1), "stubborn": ScriptedAgent("stubborn", 1)}
-    df = cross_play(TASK, policies, panel, TASK.sample_scenarios(100, seed=5), transcripts=path, n_transcripts=2)
-    return df, path
 
 
 def test_figures(games, tmp_path):

@@ -3,12 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dialogrl.envs import DealOrNoDeal
-from dialogrl.envs.dealnodeal import ScriptedAgent
-from dialogrl.evaluate import cross_play
 from dialogrl.stats import bootstrap_ci, paired_difference
-
-TASK = DealOrNoDeal()
 
 
 def test_bootstrap_ci_covers_the_mean_and_shrinks_with_n():
@@ -19,15 +14,6 @@ def test_bootstrap_ci_covers_the_mean_and_shrinks_with_n():
     lo2, hi2 = bootstrap_ci(large)
     assert hi2 - lo2 < (hi - lo) / 5 and lo2 < 5 < hi2
     assert bootstrap_ci([3.0, 3.0, 3.0]) == (3.0, 3.0)
-
-
-@pytest.fixture(scope="module")
-def games(tmp_path_factory):
-    path = tmp_path_factory.mktemp("eval") / "transcripts.jsonl"
-    policies = {"greedy": ScriptedAgent("greedy", 0), "conceder": ScriptedAgent("conceder", 0)}
-    panel = {"fair": ScriptedAgent("fair", 1), "stubborn": ScriptedAgent("stubborn", 1)}
-    df = cross_play(TASK, policies, panel, TASK.sample_scenarios(100, seed=5), transcripts=path, n_transcripts=2)
-    return df, path
 
 
 def test_paired_difference(games):
