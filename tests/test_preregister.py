@@ -8,7 +8,16 @@ import subprocess
 import pytest
 
 from dialogrl.claims import CLAIMS_END, CLAIMS_START, CONFIRM_END, CONFIRM_START, confirmatory, refresh_claims
-from dialogrl.run import PREREGISTERED, PREREGISTRATION, RUN_KEYS, finish_run, params_hash, preregistration, repo_root
+from dialogrl.run import (
+    PREREGISTERED,
+    PREREGISTRATION,
+    RUN_KEYS,
+    finish_run,
+    params_hash,
+    preregistration,
+    registered_hashes,
+    repo_root,
+)
 from test_claims import _summary
 
 PARAMS = {"profile": "confirm", "seed": 0, "n_seeds": 8, "steps": 40, "lr": 3e-3, "panel": ["a", "b"],
@@ -127,11 +136,9 @@ def test_a_registered_design_that_has_not_run_is_what_its_notebook_would_run():
     from dialogrl.claims import excerpt_path
     from dialogrl.reproduce import design_hash
 
-    start, end = PREREGISTERED.split("{}")
     root = repo_root()
     for paper in sorted((root / "papers").glob("*.md")):
-        found = [line.strip()[len(start):-len(end)].strip() for line in paper.read_text().splitlines()
-                 if line.strip().startswith(start) and line.strip().endswith(end)]
+        found = registered_hashes(paper.read_text())
         if not found or excerpt_path(paper.stem, root / "papers", confirm=True).exists():
             continue
         assert (root / "params" / paper.stem / "confirm.yaml").exists(), f"{paper}: registered, no confirm.yaml"

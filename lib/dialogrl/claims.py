@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dialogrl.run import PREREGISTERED, read_json, write_text
+from dialogrl.run import read_json, registered_hashes, write_text
 from dialogrl.stats import design_mde, paired_clustered, power_analysis, t_interval
 
 VERDICTS = ("holds", "refuted", "not tested", "not resolved")
@@ -457,7 +457,7 @@ def glance_table(papers_dir: str | Path = "papers") -> str:
             done = ", ".join(f"{tally[v]} {v}" for v in VERDICTS if tally[v]) or "no claims", f"`{decided['run']}`"
         else:
             paper = papers_dir / f"{path.stem}.md"
-            registered = paper.exists() and PREREGISTERED.split("{}")[0] in paper.read_text()
+            registered = paper.exists() and bool(registered_hashes(paper.read_text()))
             done = ("registered, not run yet", "—") if registered else ("—", "—")
         rows.append(f"| [{path.stem}](papers/{path.stem}.md) | " + " | ".join(str(counts[v]) for v in VERDICTS)
                     + f" | `{excerpt['run']}` | {done[0]} | {done[1]} |")

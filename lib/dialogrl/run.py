@@ -370,6 +370,13 @@ def _numbers_as_floats(obj: Any) -> Any:
     return float(obj) if isinstance(obj, (int, float)) and not isinstance(obj, bool) else obj
 
 
+def registered_hashes(text: str) -> list[str]:
+    """The parameter hashes a paper file's text registers: its PREREGISTERED marker lines, in order."""
+    start, end = PREREGISTERED.split("{}")
+    return [line.strip()[len(start):-len(end)].strip() for line in text.splitlines()
+            if line.strip().startswith(start) and line.strip().endswith(end)]
+
+
 def preregistration(stem: str, params: dict, root: str | os.PathLike | None = None) -> dict:
     """What papers/<stem>.md registers as committed at HEAD when a run starts (papers/PROTOCOL.md: confirmatory
     runs are preregistered): {"params_hash": this run's `params_hash`, "registered": the hash in the file's
@@ -381,9 +388,7 @@ def preregistration(stem: str, params: dict, root: str | os.PathLike | None = No
     if not (root / ".git").exists():
         return out
     shown = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=root, capture_output=True, text=True)
-    start, end = PREREGISTERED.split("{}")
-    found = [line.strip()[len(start):-len(end)].strip() for line in shown.stdout.splitlines()
-             if line.strip().startswith(start) and line.strip().endswith(end)] if shown.returncode == 0 else []
+    found = registered_hashes(shown.stdout) if shown.returncode == 0 else []
     if len(found) > 1:
         raise ValueError(f"{rel}: {len(found)} preregistration markers at HEAD ({', '.join(found)}): one run per "
                          "preregistration, so one marker a paper file")
