@@ -44,31 +44,31 @@ from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ["01_calibrated_interactive_rl", "02_socialrl", "03_scope_simulator_collapse", "04_ibrl_bilateral"]
 GAMES = {"dond": "tiny-dond", "telesales": "tiny-telesales", "persuasion": "tiny-persuasion", "social": "tiny-social"}
-# which embedded model stands in for each hub-model parameter of a notebook's gpu profile (and human_logs: None, the
-# synthetic humans, since the real logs come from the hub); notebook 02's judge may not also play a held-out partner,
-# so its partner model is the embedded recipe the cpu profile holds out
-STAND_INS = {
-    "01_calibrated_interactive_rl": {"policy_model": "dond", "human_logs": None},
-    "02_socialrl": {"policy_model": "social", "judge_model": "social", "partner_model": "social",
-                    "heldout_models": ["tiny-social-alt"]},
-    "03_scope_simulator_collapse": {"policy_model": "persuasion", "heldout_models": ["persuasion"]},
-    "04_ibrl_bilateral": {"telesales_model": "telesales", "dond_model": "dond", "telesales_heldout": "telesales",
-                          "dond_heldout": "dond"},
-}
-# --stand-in packaged: the packaged pretrained model where the gpu profiles name hub models, except where a notebook
-# refuses one model in two parts (notebook 02's judge and training partner are never held-out partners: the embedded
-# held-out recipe plays that one, and the packaged held-out partner is left out)
-PACKAGED = "smollm2-135m-instruct"
-PACKAGED_STAND_INS = {
-    "01_calibrated_interactive_rl": {"policy_model": PACKAGED, "human_logs": None},
-    "02_socialrl": {"policy_model": PACKAGED, "judge_model": PACKAGED, "partner_model": PACKAGED,
-                    "heldout_models": ["tiny-social-alt"], "heldout_packaged": []},
-    "03_scope_simulator_collapse": {"policy_model": PACKAGED, "heldout_models": [PACKAGED]},
-    "04_ibrl_bilateral": {"telesales_model": PACKAGED, "dond_model": PACKAGED, "telesales_heldout": PACKAGED,
-                          "dond_heldout": PACKAGED},
-}
+PACKAGED = "smollm2-135m-instruct"   # --stand-in packaged: the packaged pretrained model
+
+
+def notebooks() -> list[str]:
+    """The registered papers' notebooks (`dialogrl.rl.methods.papers`)."""
+    from dialogrl.rl.methods import papers
+
+    return list(papers())
+
+
+def stand_ins(stem: str, stand_in: str = "embedded") -> dict:
+    """Which model plays each hub-model parameter of notebook `stem`'s gpu profile: its paper's `stand_ins` (a game of
+    GAMES: its embedded model, built here), or with stand_in="packaged" its `packaged_stand_ins` (PACKAGED)."""
+    from dialogrl.rl import methods
+
+    paper = methods.paper(stem)
+    if stand_in != "packaged":
+        return dict(paper.stand_ins)
+
+    def swap(v):
+        return [swap(x) for x in v] if isinstance(v, list) else PACKAGED if v == methods.PACKAGED else v
+    return {k: swap(v) for k, v in paper.packaged_stand_ins.items()}
+
+
 NOT_FROM_SMOKE = {"profile", "warm_start_dialogues", "heldout_corpus_seeds"}  # smoke keys about embedded builds
 
 
@@ -297,7 +297,7 @@ def notebook_check_parameters(stem: str, paths: dict[str, str], stand_in: str = 
     params = profile_parameters(nb, "gpu", REPO / "params")
     smoke = yaml.safe_load((REPO / "params" / stem / "smoke.yaml").read_text())
     params.update({k: v for k, v in smoke.items() if k not in NOT_FROM_SMOKE})
-    params.update({k: swap(v) for k, v in (PACKAGED_STAND_INS if stand_in == "packaged" else STAND_INS)[stem].items()})
+    params.update({k: swap(v) for k, v in stand_ins(stem, stand_in).items()})
     params["profile"] = "gpu"
     return params
 
@@ -329,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--small", action="store_true", help="the CPU default's model size, fewer games (self-check)")
     p.add_argument("--dialogues", type=int, default=None, help="warm-start corpus size per game (3000; small: 300)")
     p.add_argument("--games", type=int, default=None, help="self-play games of the rollout stage (256; small: 16)")
-    p.add_argument("--notebooks", nargs="*", default=NOTEBOOKS, help="stems to run at the gpu profile, or none")
+    p.add_argument("--notebooks", nargs="*", default=None,
+                   help="stems to run at the gpu profile (default: every registered paper's), or none")
     p.add_argument("--stand-in", default="embedded", choices=["embedded", "packaged"],
                    help="the library stages' model and what plays the gpu profiles' hub models in the notebook "
                         "stage: larger embedded models, or the packaged SmolLM2-135M-Instruct (a real tokenizer, chat "
@@ -349,10 +350,11 @@ def main(argv: list[str] | None = None) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print("gpu_check: --device cuda, but torch sees no CUDA device", file=sys.stderr)
         return 2
-    notebooks = [] if args.notebooks in ([], ["none"]) else args.notebooks
-    unknown = sorted(set(notebooks) - set(NOTEBOOKS))
+    registered = notebooks()
+    stems = registered if args.notebooks is None else [] if args.notebooks in ([], ["none"]) else args.notebooks
+    unknown = sorted(set(stems) - set(registered))
     if unknown:
-        p.error(f"--notebooks {unknown}: the notebooks are {', '.join(NOTEBOOKS)}")
+        p.error(f"--notebooks {unknown}: the notebooks are {', '.join(registered)}")
     n_dialogues = args.dialogues or (300 if args.small else 3000)
     n_games = args.games or (16 if args.small else 256)
     scenarios, group, max_new = (2, 2, 16) if args.small else (16, 8, 48)
@@ -363,10 +365,9 @@ def main(argv: list[str] | None = None) -> int:
               "device_name": torch.cuda.get_device_name() if device == "cuda" else platform.processor() or "cpu",
               "torch": torch.__version__, "size": "small" if args.small else "gpu", "stand_in": args.stand_in,
               "stages": []}
-    stand_ins = PACKAGED_STAND_INS if args.stand_in == "packaged" else STAND_INS
     library = not args.no_library
     games = sorted(({"dond"} if library and args.stand_in == "embedded" else set())
-                   | {g for s in notebooks for v in stand_ins[s].values()
+                   | {g for s in stems for v in stand_ins(s, args.stand_in).values()
                       for g in (v if isinstance(v, list) else [v]) if g in GAMES})
     paths: dict[str, str] = {}
     t0 = time.perf_counter()
@@ -403,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         with Stage(report, "memory-model", device) as row:
             memory_stage(row, device, args.small, device == "cuda")
     out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-"))
-    for stem in notebooks:
+    for stem in stems:
         with Stage(report, f"notebook-{stem}", device) as row:
             notebook_stage(row, stem, paths, out_dir, args.stand_in)
     report["total_seconds"] = round(time.perf_counter() - t0, 1)

@@ -15,7 +15,6 @@ import pytest
 from dialogrl.estimate import (
     DEVICES,
     PROCESS_BYTES,
-    STEMS,
     chunk_shape,
     decode_memory,
     estimate,
@@ -28,6 +27,7 @@ from dialogrl.estimate import (
 )
 from dialogrl.hub import HUB_CONFIGS, hub_config, kv_bytes_per_token
 from dialogrl.models import add_adapters, hub_shaped_model
+from dialogrl.rl.methods import papers
 
 SCRIPT = Path(__file__).parent / "scripts" / "update_peak.py"
 
@@ -74,7 +74,7 @@ def test_an_updates_peak_memory_is_predicted_within_30_percent(precision, layers
     assert 0.7 <= measured["peak"] / predicted <= 1.3, (measured, m)
 
 
-@pytest.mark.parametrize("stem", STEMS)
+@pytest.mark.parametrize("stem", papers())
 def test_every_gpu_profile_is_estimated_and_its_runs_are_the_notebooks(stem):
     params = profile_params(stem, "gpu")
     rows = estimate(stem, params)
@@ -92,7 +92,7 @@ def test_every_gpu_profile_is_estimated_and_its_runs_are_the_notebooks(stem):
 
 
 @pytest.mark.parametrize("profile, hours", [("gpu", 6.0), ("colab", 1.0)])
-@pytest.mark.parametrize("stem", STEMS)
+@pytest.mark.parametrize("stem", papers())
 def test_the_gpu_and_colab_profiles_fit_their_gpu_and_hours(stem, profile, hours):
     """Issue 52's sizing, held: by the estimate each notebook's gpu profile finishes within 6 hours on one 80 GB GPU
     and its colab profile within the hour on a T4, the runs it holds at once within the GPU's memory."""

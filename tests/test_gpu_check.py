@@ -28,7 +28,7 @@ def test_without_cuda_it_says_so_and_exits_0():
 
 
 @pytest.mark.parametrize("stand_in", ["embedded", "packaged"])
-@pytest.mark.parametrize("stem", gpu_check.NOTEBOOKS)
+@pytest.mark.parametrize("stem", gpu_check.notebooks())
 def test_notebook_runs_use_embedded_models_only(stem, stand_in, tmp_path):
     paths = {game: str(tmp_path / game) for game in gpu_check.GAMES}
     for path in paths.values():

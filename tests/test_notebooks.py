@@ -17,6 +17,7 @@ import pytest
 
 from dialogrl.claims import VERDICTS, rejudge
 from dialogrl.reproduce import design_hash, notebook_parameters, profile_parameters
+from dialogrl.rl.methods import papers
 from dialogrl.run import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
@@ -66,7 +67,7 @@ def test_notebook_smoke_run_writes_a_summary(nb_path, params_dir, tmp_path):
     assert summary, "empty summary.json"
     assert json.loads((run_dir / "config.json").read_text())["seed"] == params.get("seed", 0)
     assert (run_dir / "env.json").exists()
-    if nb_path.stem in CHECKS:
+    if nb_path.stem in papers():   # a paper's notebook (not the harness's fixture): what every paper's run writes
         config = _strict_json(run_dir / "config.json")
         for record in read_jsonl(run_dir / "train_configs.jsonl"):   # the notebook's lr reaches every optimizer
             for adapter, path in record["paths"].items():
@@ -74,7 +75,8 @@ def test_notebook_smoke_run_writes_a_summary(nb_path, params_dir, tmp_path):
                                       else config["lr"]), (record["trainer"], adapter, path)
         assert not {"seconds", "timings"} & set(summary), "wall-clock times belong in timings.json"
         assert _strict_json(run_dir / "timings.json")["seconds"] > 0
-        CHECKS[nb_path.stem](summary, params)
+        if nb_path.stem in CHECKS:   # and what this paper's summary holds
+            CHECKS[nb_path.stem](summary, params)
         # what `python -m dialogrl preregister` registers before a run is the hash the run records
         assert summary["preregistration"]["params_hash"] == design_hash(nb_path, "smoke", params_dir)
     if "counterparts" in summary:   # the design checks were kept before the run could be refused

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="list the embedded models and the packaged pretrained ones, and exit")
 
     est = sub.add_parser("estimate", help="a profile's predicted peak GPU memory and time (dialogrl.estimate)")
-    est.add_argument("stems", nargs="*", metavar="STEM", help="notebooks (file stems; default: all four)")
+    est.add_argument("stems", nargs="*", metavar="STEM", help="notebooks (file stems; default: every registered paper)")
     est.add_argument("--profile", default="gpu", choices=["gpu", "colab"], help="default: gpu")
     est.add_argument("--gpu-memory", type=float, default=None, help="GiB on the GPU (default: the profile's GPU's)")
     est.add_argument("--forward-ms", type=float, default=None, help="ms a batched decoding pass (default: the GPU's)")
@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             print(PREREGISTERED.format(design_hash(nb, args.profile, args.params)))
             return 0
         if args.command == "estimate":
-            from dialogrl.estimate import DEVICES, STEMS, estimate_table
+            from dialogrl.estimate import DEVICES, estimate_table
+            from dialogrl.rl.methods import papers
 
             device = replace(DEVICES[args.profile], **{k: v for k, v in (
                 ("memory_gib", args.gpu_memory), ("forward_ms", args.forward_ms), ("bandwidth", args.bandwidth),
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.gpu_memory is not None:
                 device = replace(device, name=f"a GPU of {args.gpu_memory:g} GiB")
             kwargs = {"minibatch_tokens": args.minibatch_tokens} if args.minibatch_tokens is not None else {}
-            for stem in args.stems or STEMS:
+            for stem in args.stems or papers():
                 print(estimate_table(stem, args.profile, device, **kwargs), end="\n\n")
             return 0
         if args.command == "build-tiny":

@@ -37,6 +37,7 @@ from dialogrl.hub import HUB_CONFIGS, head_dim, hub_config, kv_bytes_per_token
 from dialogrl.models import add_adapters, attention
 from dialogrl.params import cell_literals
 from dialogrl.reproduce import profile_parameters
+from dialogrl.rl.methods import paper
 from dialogrl.run import repo_root
 
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -163,7 +164,6 @@ SFT_ROWS, SFT_LENGTH = 16, 512   # a full fine-tune's batch (calibration.calibra
 #                                  calibration_batch_size replaces the first); logits counted whole (TRL's fused
 #                                  log-prob kernel, where it runs, holds fewer)
 ROUND_FACTOR = 2.3      # passes per token of the longest game: bench/forwards.py measured 1.8-3.0 (one batch per agent)
-DOND_LOGS = 6117        # Deal or No Deal's logged human dialogues (12,234 lines, one per side: envs/dealnodeal)
 PROCESS_BYTES = 2**30   # assumed: what each run's process holds beyond its tensors (CUDA context, allocator slack)
 
 
@@ -187,81 +187,26 @@ class Device:
 
 DEVICES = {"gpu": Device("one 80 GB GPU (H100)", 80.0, 25.0, 2000.0, 100.0, True),    # 3.35 TB/s, 990 TFLOP/s peak
            "colab": Device("Colab's T4 (15 GiB usable)", 15.0, 40.0, 200.0, 20.0, False)}   # 320 GB/s, 65 peak
-STEMS = ("01_calibrated_interactive_rl", "02_socialrl", "03_scope_simulator_collapse", "04_ibrl_bilateral")
 
 
 def workload(stem: str, p: dict) -> list[dict]:
     """What a notebook's training runs hold and do, from its parameters `p` (the cell's values under a profile): one
-    record per kind of run: {"what", "model" (the trained one), "others" (frozen models on the device while it trains),
-    "runs", "steps", "games" (per step), "turns" (per game, both roles), "tokens" (per turn), "trained_turns" (per game
-    and adapter), "adapters", "lm_agents" (language-model agents in a game, each with its KV cache), "step_forwards"
-    (sequential passes a step adds after its games: the LLM judge), "eval_plays" (a run's evaluations of
-    "eval_games" games a counterpart, in plays of two language-model agents: a play of m such agents, each with its
-    own batch, counts m / 2), "sft" (the full fine-tunes before the runs, one at a time in the notebook's process:
-    their tokens), "check_plays" (the design checks before the runs, one at a time, counted alike: a counterpart's
-    probe is a play of one, a room test one play of every seed's counterpart and base policy)}. What a parameter does
-    not say is an assumption of this module, stated with its constant (PROMPT_TOKENS)."""
-    seeds, games = p["n_seeds"], p["scenarios_per_step"] * p["group_size"]
-    curve = p["steps"] // p["eval_every"] if p.get("eval_every") else 0   # the learning curve's evaluations
-    base = {"steps": p["steps"], "games": games, "tokens": p["max_new_tokens"], "sft": [], "step_forwards": 0,
-            "lm_agents": 2, "adapters": 1, "eval_games": p["eval_scenarios"], "check_plays": 0}
-    if stem == "01_calibrated_interactive_rl":
-        horizons = len(p["horizons"]) if p["train_each_horizon"] else 0
-        model, turns = p["policy_model"], p["max_turns"]
-        logs = (p["human_logs_limit"] or DOND_LOGS) if p["human_logs"] else p["n_human_logs"]
-        log_tokens = PROMPT_TOKENS + turns * p["max_new_tokens"]   # an upper bound: logged turns are shorter
-        sft = [0.6 * logs * log_tokens * p["calibration_epochs"]] * seeds   # a calibrated simulator per seed
-        if p["human_logs"]:   # the human proxy, on its own quarter of the logs
-            sft.append(0.25 * logs * log_tokens * p["human_model_epochs"])
-        evals = (1 + bool(p["human_logs"])) / 2   # the policy against the proxy (a model of the logs, or scripted)
-        return [{**base, "what": "interactive and calibrated RL (a simulator in the user's role)", "model": model,
-                 "others": [model], "runs": seeds * (2 + horizons), "turns": turns, "trained_turns": turns // 2,
-                 "eval_plays": evals, "sft": sft,
-                 "check_plays": 2 * seeds * 0.5 + 2 * seeds},   # both simulators' probes and rooms
-                {**base, "what": "static context RL (one turn per logged context)", "model": model, "others": [],
-                 "runs": seeds, "turns": 1, "trained_turns": 1, "lm_agents": 1, "eval_plays": evals}]
-    if stem == "02_socialrl":
-        trained = [m for m in p["methods"] if m != "base"]
-        llm_judge, lm_partner = p["judge"] == "llm", bool(p["partner_model"])
-        lm_panel = len(p["heldout_models"]) + len(p["heldout_packaged"])
-        return [{**base, "what": "the agent against its LM partner" + (", the LLM judge" if llm_judge else ""),
-                 "model": p["policy_model"],
-                 "others": [p["partner_model"] or p["policy_model"]] + ([p["judge_model"]] if llm_judge else []),
-                 "runs": seeds * len(trained), "turns": 2 * p["max_exchanges"], "trained_turns": p["max_exchanges"],
-                 "step_forwards": p["judge_max_new_tokens"] if llm_judge else 0,
-                 "eval_plays": (1 + curve) * (1 + lm_panel) / 2,
-                 "check_plays": (lm_partner * seeds + lm_panel) * 0.5 + seeds * (1 + lm_partner) / 2}]
-    if stem == "03_scope_simulator_collapse":
-        trained = [m for m in p["methods"] if m != "base"]
-        cotrained = sum(m in ("cotrain", "population") for m in trained)
-        lm_panel = len(p["heldout_corpus_seeds"]) + len(p["heldout_models"]) + len(p["heldout_packaged"]) + 1
-        run = {**base, "model": p["policy_model"], "others": [p["policy_model"]], "turns": 2 * p["max_exchanges"],
-               "trained_turns": p["max_exchanges"],   # + the human-fit persuadee, + the training simulator's check
-               "eval_plays": (1 + lm_panel) / 2 + 1 + curve * (1 + lm_panel) / 2}
-        sims = len(trained) - cotrained + bool(cotrained)   # the simulators checked (a co-trained one: its start)
-        frozen = {**run, "what": "the persuader against a frozen simulator", "runs": seeds * (len(trained) - cotrained),
-                  "check_plays": (seeds * sims + lm_panel) * 0.5 + sims * seeds}
-        if "vs" in trained:   # the longest game: the simulator's turns are Verbalized Sampling answers
-            frozen["tokens"] = (p["max_new_tokens"] + p["vs_max_new_tokens"]) / 2
-        cotrain = {**run, "what": "persuader and simulator co-trained (two adapters of one model)", "others": [],
-                   "adapters": 2, "runs": seeds * cotrained, "check_plays": 0 if frozen["runs"] else
-                   frozen["check_plays"]}
-        return [r for r in (frozen, cotrain) if r["runs"]]
-    if stem == "04_ibrl_bilateral":
-        out = []
-        for task in p["tasks"]:
-            heldout = p[f"{task}_heldout"]
-            lm_panel = 1 + (len(p["telesales_packaged"]) if task == "telesales" else 0)   # + the held-out model
-            roles = 1 if task == "telesales" else 2   # the roles whose counterparts are probed, the rooms tested
-            out.append({**base, "what": f"{task}: unilateral and IB-RL (two adapters of one model)",
-                        "model": p[f"{task}_model"], "others": [heldout] if heldout else [], "adapters": 2,
-                        "runs": seeds * (2 + bool(p["ablation"])), "turns": p["max_turns"],
-                        "trained_turns": p["max_turns"] // 2,   # + IB-RL's buyer's own check (one run in two)
-                        "eval_plays": (2 + lm_panel) / 2 + (task == "telesales") * p["counterpart_check_scenarios"] / (
-                            2 * p["eval_scenarios"]),
-                        "check_plays": roles * (seeds + lm_panel) * 0.5 + 2 * seeds})
-        return out
-    raise ValueError(f"no workload for {stem!r}; known: {', '.join(STEMS)}")
+    record per kind of run, from its paper's `workload` (`rl.methods.Paper`): {"what", "model" (the trained one),
+    "others" (frozen models on the device while it trains), "runs", "steps", "games" (per step), "turns" (per game,
+    both roles), "tokens" (per turn), "trained_turns" (per game and adapter), "adapters", "lm_agents" (language-model
+    agents in a game, each with its KV cache), "step_forwards" (sequential passes a step adds after its games: the
+    LLM judge), "eval_plays" (a run's evaluations of "eval_games" games a counterpart, in plays of two language-model
+    agents: a play of m such agents, each with its own batch, counts m / 2), "sft" (the full fine-tunes before the
+    runs, one at a time in the notebook's process: their tokens), "check_plays" (the design checks before the runs,
+    one at a time, counted alike: a counterpart's probe is a play of one, a room test one play of every seed's
+    counterpart and base policy)}. The paper starts from `base` below, which also carries "curve" (the learning
+    curve's evaluations) and "prompt_tokens" (PROMPT_TOKENS: what a parameter does not say is an assumption of this
+    module, stated with its constant)."""
+    base = {"steps": p["steps"], "games": p["scenarios_per_step"] * p["group_size"], "tokens": p["max_new_tokens"],
+            "sft": [], "step_forwards": 0, "lm_agents": 2, "adapters": 1, "eval_games": p["eval_scenarios"],
+            "check_plays": 0, "curve": p["steps"] // p["eval_every"] if p.get("eval_every") else 0,
+            "prompt_tokens": PROMPT_TOKENS}
+    return paper(stem).workload(p, base)
 
 
 def chunk_shape(context: int, turns: int, tokens: float, minibatch_turns: int = 64,

@@ -13,13 +13,19 @@ and every notebook trains a method with the same three lines:
     trainer = spec.trainer(task, model, tok, TrainConfig.from_params(params, seed=s))   # None: trains nothing
     trainer.train(...)
 
-A fifth paper adds a module here with its METHODS and a `method_spec(name, ...) -> MethodSpec`.
+Each module also registers its paper: `PAPER = Paper(stem, title, method_spec, workload, stand_ins, ...)`, what the
+tools outside the notebook know of it (`estimate`'s workload, `bench/gpu_check.py`'s stand-ins, the notebook tests).
+`papers()` finds every module here that exports PAPER, so a fifth paper is its module here, its notebook, its params
+folder and its papers file (papers/README.md, "Adding a paper"; tests/test_new_paper.py).
 """
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
@@ -52,3 +58,61 @@ class MethodSpec:
         return self.trainer_class(task, model, tokenizer, self.roles,
                                   config=dataclasses.replace(config, **self.config_overrides),
                                   turn_rewards=self.turn_rewards, hooks=[*self.hooks, *hooks], **self.trainer_kwargs)
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One paper of the repository, as the tools outside its notebook know it.
+
+    stem: its notebook notebooks/<stem>.ipynb, its profiles params/<stem>/<profile>.yaml, its record papers/<stem>.md.
+    workload(p, base): what the notebook's training runs hold and do under its parameters `p`, one record per kind
+        of run, each `base` (estimate's common record: steps, games, tokens, ...) updated (`estimate.workload` says
+        every key).
+    stand_ins: for `bench/gpu_check.py`, the model that plays each hub-model parameter of the gpu profile: a game's
+        key in gpu_check's GAMES (its larger embedded model), an embedded recipe's name, or a value as it is;
+        packaged_stand_ins: the same with the packaged pretrained model (`--stand-in packaged`; PACKAGED names it).
+    """
+    stem: str
+    title: str
+    method_spec: Callable[..., MethodSpec]
+    workload: Callable[[dict, dict], list[dict]]
+    stand_ins: Mapping[str, Any]
+    packaged_stand_ins: Mapping[str, Any]
+
+
+PACKAGED = "packaged"   # in packaged_stand_ins: the packaged pretrained model (gpu_check swaps in its name)
+PAPER_FILES = ("notebooks/{stem}.ipynb", "params/{stem}/smoke.yaml", "params/{stem}/gpu.yaml",
+               "params/{stem}/colab.yaml", "papers/{stem}.md")   # what a paper brings besides its module
+
+
+def papers() -> dict[str, Paper]:
+    """Every registered paper by stem, in stem order: the modules of this package (each folder of `__path__`) that
+    export PAPER. Two modules registering one stem raise."""
+    found: dict[str, Paper] = {}
+    where: dict[str, str] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        paper = getattr(module, "PAPER", None)
+        if paper is None:
+            continue
+        if not isinstance(paper, Paper):
+            raise TypeError(f"{module.__name__}.PAPER is a {type(paper).__name__}, not a dialogrl.rl.methods.Paper")
+        if paper.stem in found:
+            raise ValueError(f"two modules register the paper {paper.stem!r}: {where[paper.stem]} and "
+                             f"{module.__name__}")
+        found[paper.stem], where[paper.stem] = paper, module.__name__
+    return dict(sorted(found.items()))
+
+
+def paper(stem: str) -> Paper:
+    """The registered paper of notebook `stem`; an unknown stem raises, naming the registered ones."""
+    registered = papers()
+    if stem not in registered:
+        raise ValueError(f"no paper registers the notebook {stem!r}; registered: {', '.join(registered)} (a paper "
+                         "registers with PAPER = Paper(...) in its module of dialogrl/rl/methods/)")
+    return registered[stem]
+
+
+def missing_files(paper: Paper, root: str | Path) -> list[str]:
+    """The files of PAPER_FILES that `paper` lacks under the repository root `root`."""
+    return [f.format(stem=paper.stem) for f in PAPER_FILES if not (Path(root) / f.format(stem=paper.stem)).exists()]

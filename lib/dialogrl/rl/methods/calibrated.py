@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from dialogrl.game import Agent
-from dialogrl.rl.methods import MethodSpec
+from dialogrl.rl.methods import PACKAGED, MethodSpec, Paper
 from dialogrl.rl.static import Context, StaticContextTrainer, TurnRewardModel
 from dialogrl.rl.trainer import RoleSpec
 
@@ -45,3 +45,32 @@ def method_spec(method: str, simulators: Mapping[str, Agent], policy_role: str =
                          "reward_model= (rl.static.TurnRewardModel)")
     return dataclasses.replace(spec, trainer_class=StaticContextTrainer,
                                trainer_kwargs={"contexts": contexts, "reward_model": reward_model})
+
+
+HUMAN_LOGS = 6117   # Deal or No Deal's logged human dialogues (12,234 lines, one per side: envs/dealnodeal)
+
+
+def workload(p: dict, base: dict) -> list[dict]:
+    """Notebook 01's training runs (`Paper.workload`): interactive and calibrated RL against a simulator, each seed's
+    simulator calibrated by a full fine-tune first; static context RL on single logged turns."""
+    seeds = p["n_seeds"]
+    horizons = len(p["horizons"]) if p["train_each_horizon"] else 0
+    model, turns = p["policy_model"], p["max_turns"]
+    logs = (p["human_logs_limit"] or HUMAN_LOGS) if p["human_logs"] else p["n_human_logs"]
+    log_tokens = base["prompt_tokens"] + turns * p["max_new_tokens"]   # an upper bound: logged turns are shorter
+    sft = [0.6 * logs * log_tokens * p["calibration_epochs"]] * seeds   # a calibrated simulator per seed
+    if p["human_logs"]:   # the human proxy, on its own quarter of the logs
+        sft.append(0.25 * logs * log_tokens * p["human_model_epochs"])
+    evals = (1 + bool(p["human_logs"])) / 2   # the policy against the proxy (a model of the logs, or scripted)
+    return [{**base, "what": "interactive and calibrated RL (a simulator in the user's role)", "model": model,
+             "others": [model], "runs": seeds * (2 + horizons), "turns": turns, "trained_turns": turns // 2,
+             "eval_plays": evals, "sft": sft,
+             "check_plays": 2 * seeds * 0.5 + 2 * seeds},   # both simulators' probes and rooms
+            {**base, "what": "static context RL (one turn per logged context)", "model": model, "others": [],
+             "runs": seeds, "turns": 1, "trained_turns": 1, "lm_agents": 1, "eval_plays": evals}]
+
+
+# human_logs None: the synthetic humans stand in (the real logs come from the hub)
+PAPER = Paper("01_calibrated_interactive_rl", "From Static Context to Calibrated Interactive RL", method_spec,
+              workload, stand_ins={"policy_model": "dond", "human_logs": None},
+              packaged_stand_ins={"policy_model": PACKAGED, "human_logs": None})

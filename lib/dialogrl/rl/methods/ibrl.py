@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dialogrl.rl.methods import MethodSpec
+from dialogrl.rl.methods import PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec
 
 
@@ -53,3 +53,28 @@ def spec(method: str, roles: dict[str, RoleSpec], eval_adapters: dict[str, str |
     adapters = tuple(sorted({r.adapter for r in roles.values() if r.adapter}))
     return MethodSpec(method, roles, {"isolate": isolate}, eval_adapters, adapters=adapters,
                       train_counterparts=train_counterparts)
+
+
+def workload(p: dict, base: dict) -> list[dict]:
+    """Notebook 04's training runs (`Paper.workload`): per task, the unilateral runs and IB-RL (two adapters of one
+    model), and the ablation; held-out evaluation against the panel's language models."""
+    out = []
+    for task in p["tasks"]:
+        heldout = p[f"{task}_heldout"]
+        lm_panel = 1 + (len(p["telesales_packaged"]) if task == "telesales" else 0)   # + the held-out model
+        roles = 1 if task == "telesales" else 2   # the roles whose counterparts are probed, the rooms tested
+        out.append({**base, "what": f"{task}: unilateral and IB-RL (two adapters of one model)",
+                    "model": p[f"{task}_model"], "others": [heldout] if heldout else [], "adapters": 2,
+                    "runs": p["n_seeds"] * (2 + bool(p["ablation"])), "turns": p["max_turns"],
+                    "trained_turns": p["max_turns"] // 2,   # + IB-RL's buyer's own check (one run in two)
+                    "eval_plays": (2 + lm_panel) / 2 + (task == "telesales") * p["counterpart_check_scenarios"] / (
+                        2 * p["eval_scenarios"]),
+                    "check_plays": roles * (p["n_seeds"] + lm_panel) * 0.5 + 2 * p["n_seeds"]})
+    return out
+
+
+PAPER = Paper("04_ibrl_bilateral", "IB-RL: Isolated Bilateral RL", method_spec, workload,
+              stand_ins={"telesales_model": "telesales", "dond_model": "dond", "telesales_heldout": "telesales",
+                         "dond_heldout": "dond"},
+              packaged_stand_ins={"telesales_model": PACKAGED, "dond_model": PACKAGED, "telesales_heldout": PACKAGED,
+                                  "dond_heldout": PACKAGED})

@@ -13,7 +13,7 @@ import torch
 from dialogrl.agents import LMAgent, VerbalizedSampling
 from dialogrl.game import Agent, Population
 from dialogrl.models import adapter_parameters
-from dialogrl.rl.methods import MethodSpec
+from dialogrl.rl.methods import PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec
 
 METHODS = ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
@@ -151,3 +151,30 @@ def reseed_population(role: str):
             raise TypeError(f"reseed_population: {role!r} is played by a {type(agent).__name__}, not a Population")
         agent.seed = trainer.step_count
     return hook
+
+
+def workload(p: dict, base: dict) -> list[dict]:
+    """Notebook 03's training runs (`Paper.workload`): the persuader against a frozen simulator (single, vs,
+    ensemble), or co-trained with its simulator (two adapters of one model); held-out evaluation against the
+    language-model persuadees of its panel and the human-fit persuadee."""
+    seeds, curve = p["n_seeds"], base["curve"]
+    trained = [m for m in p["methods"] if m != "base"]
+    cotrained = sum(m in ("cotrain", "population") for m in trained)
+    lm_panel = len(p["heldout_corpus_seeds"]) + len(p["heldout_models"]) + len(p["heldout_packaged"]) + 1
+    run = {**base, "model": p["policy_model"], "others": [p["policy_model"]], "turns": 2 * p["max_exchanges"],
+           "trained_turns": p["max_exchanges"],   # + the human-fit persuadee, + the training simulator's check
+           "eval_plays": (1 + lm_panel) / 2 + 1 + curve * (1 + lm_panel) / 2}
+    sims = len(trained) - cotrained + bool(cotrained)   # the simulators checked (a co-trained one: its start)
+    frozen = {**run, "what": "the persuader against a frozen simulator", "runs": seeds * (len(trained) - cotrained),
+              "check_plays": (seeds * sims + lm_panel) * 0.5 + sims * seeds}
+    if "vs" in trained:   # the longest game: the simulator's turns are Verbalized Sampling answers
+        frozen["tokens"] = (p["max_new_tokens"] + p["vs_max_new_tokens"]) / 2
+    cotrain = {**run, "what": "persuader and simulator co-trained (two adapters of one model)", "others": [],
+               "adapters": 2, "runs": seeds * cotrained, "check_plays": 0 if frozen["runs"] else
+               frozen["check_plays"]}
+    return [r for r in (frozen, cotrain) if r["runs"]]
+
+
+PAPER = Paper("03_scope_simulator_collapse", "SCOPE: simulator collapse", method_spec, workload,
+              stand_ins={"policy_model": "persuasion", "heldout_models": ["persuasion"]},
+              packaged_stand_ins={"policy_model": PACKAGED, "heldout_models": [PACKAGED]})

@@ -21,7 +21,7 @@ import numpy as np
 
 from dialogrl.game import Agent, Task
 from dialogrl.rewards import ProcessReward
-from dialogrl.rl.methods import MethodSpec
+from dialogrl.rl.methods import PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec
 
 
@@ -79,3 +79,28 @@ class ProcessLog:
         self.records.extend(rec)
         self.log.log(step=trainer.step_count - 1, **{f"process/{c}": float(np.mean([r[c] for r in rec]))
                                                    for c in rec[0] if c.startswith(("score/", "process"))})
+
+
+def workload(p: dict, base: dict) -> list[dict]:
+    """Notebook 02's training runs (`Paper.workload`): the agent against its LM partner, scored by the LLM judge each
+    step; held-out evaluation against the language-model partners of its panel."""
+    seeds, curve = p["n_seeds"], base["curve"]
+    trained = [m for m in p["methods"] if m != "base"]
+    llm_judge, lm_partner = p["judge"] == "llm", bool(p["partner_model"])
+    lm_panel = len(p["heldout_models"]) + len(p["heldout_packaged"])
+    return [{**base, "what": "the agent against its LM partner" + (", the LLM judge" if llm_judge else ""),
+             "model": p["policy_model"],
+             "others": [p["partner_model"] or p["policy_model"]] + ([p["judge_model"]] if llm_judge else []),
+             "runs": seeds * len(trained), "turns": 2 * p["max_exchanges"], "trained_turns": p["max_exchanges"],
+             "step_forwards": p["judge_max_new_tokens"] if llm_judge else 0,
+             "eval_plays": (1 + curve) * (1 + lm_panel) / 2,
+             "check_plays": (lm_partner * seeds + lm_panel) * 0.5 + seeds * (1 + lm_partner) / 2}]
+
+
+# the judge and the training partner are never held-out partners (the notebook refuses one model in two parts): the
+# embedded held-out recipe plays that one, and with the packaged model the packaged held-out partner is left out
+PAPER = Paper("02_socialrl", "SocialRL", method_spec, workload,
+              stand_ins={"policy_model": "social", "judge_model": "social", "partner_model": "social",
+                         "heldout_models": ["tiny-social-alt"]},
+              packaged_stand_ins={"policy_model": PACKAGED, "judge_model": PACKAGED, "partner_model": PACKAGED,
+                                  "heldout_models": ["tiny-social-alt"], "heldout_packaged": []})
