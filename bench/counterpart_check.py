@@ -6,7 +6,7 @@ For each game, scripted conversations of two kinds that a counterpart should dec
 who tells stories and gives facts against one who insults; TeleSales: an offer within the buyer's budget with every
 must-have against one over budget; Deal or No Deal: a proposal worth at least 7 of the counterpart's 10 points
 against one worth at most 3; social scenes: a polite agent against a rude one), and the calibrated score of the
-decision's first question (dialogrl.counterpart.decision_scores: score(yes) - score(no), no sampling). A
+decision's first question (dialogrl.agents.counterpart.decision_scores: score(yes) - score(no), no sampling). A
 counterpart serves in a game only where the first kind says yes more often than the second, with a
 Welch interval on the score difference above zero. Prints one line per game; papers/README.md records the table.
 """
@@ -21,7 +21,7 @@ import numpy as np
 from scipy import stats
 
 from dialogrl.agents import LMAgent
-from dialogrl.counterpart import LMCounterpart, decision_scores
+from dialogrl.agents.counterpart import LMCounterpart, decision_scores
 from dialogrl.envs import DealOrNoDeal, PersuasionForGood, SocialScenes, VehicleTeleSales
 from dialogrl.envs.dealnodeal.task import all_splits, marker, split_value
 from dialogrl.envs.telesales.task import CATALOG, fits

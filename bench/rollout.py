@@ -112,7 +112,7 @@ def necessary_work(episodes) -> dict:
     completion, less the last sampled token) and every sampled token but the last (fed back to predict the next).
     Returns {"prefill": prompt tokens run, "decode": sampled tokens fed back, "keys": the keys all of them attend to
     (a token at position p sees p + 1), "turns": LM turns (one lm_head row per prefill)}."""
-    from dialogrl.sampling import common_prefix
+    from dialogrl.agents.sampling import common_prefix
 
     prefill = decode = keys = turns = 0
     for ep in episodes:

@@ -6,6 +6,7 @@ import pytest
 
 from conftest import play_texts
 from dialogrl.agents import LMAgent, VerbalizedSampling
+from dialogrl.agents.counterpart import LMCounterpart
 from dialogrl.collapse import (
     before_last_reply,
     collapse_at_chats,
@@ -16,7 +17,6 @@ from dialogrl.collapse import (
     state_claims,
     vs_pick,
 )
-from dialogrl.counterpart import LMCounterpart
 from dialogrl.envs.persuasion import PersuasionForGood
 from dialogrl.game import GameState
 from dialogrl.models import load_model

@@ -1,4 +1,4 @@
-"""A pretrained language model as a game's counterpart (dialogrl.counterpart) on SmolLM2-135M-Instruct: decisions by
+"""A pretrained language model as a game's counterpart (agents.counterpart) on SmolLM2-135M-Instruct: decisions by
 calibrated likelihood, games that end by the rules, and a decision that responds to the conversation where the
 model makes one (the persuadee; bench/counterpart_check.py measures every game: papers/README.md, "Language-model
 counterparts"); the margins are about half the effects measured on this fixed packaged model."""
@@ -7,7 +7,7 @@ import pytest
 
 from conftest import play_texts
 from dialogrl.agents import LMAgent
-from dialogrl.counterpart import LMCounterpart, decision_scores
+from dialogrl.agents.counterpart import LMCounterpart, decision_scores
 from dialogrl.envs import dealnodeal, persuasion, social, telesales
 from dialogrl.envs.dealnodeal import DealOrNoDeal
 from dialogrl.envs.persuasion import PersuasionForGood

@@ -1,12 +1,12 @@
-"""The lean decoding engine (dialogrl.fastdecode): its logits equal the HF forward's, with and without LoRA adapters
+"""The lean decoding engine (agents.fastdecode): its logits equal the HF forward's, with and without LoRA adapters
 (also after an update of the adapter's weights), and its batches give each row what a fresh forward pass gives while
 rows join and leave mid-batch."""
 import pytest
 import torch
 
-from dialogrl.fastdecode import FastDecodeBatch, LeanModel, decode_batch, hidden, lean_supported, lean_trainable
+from dialogrl.agents.fastdecode import FastDecodeBatch, LeanModel, decode_batch, hidden, lean_supported, lean_trainable
+from dialogrl.agents.sampling import DecodeBatch
 from dialogrl.models import add_adapters, base_model, load_model, use_adapter
-from dialogrl.sampling import DecodeBatch
 
 SEQS = [[5, 17, 33, 8, 41, 9, 12], [7, 3], [22, 19, 4, 61, 30, 2, 11, 45, 13, 6, 28]]
 
@@ -135,7 +135,7 @@ def test_rows_joining_and_leaving_get_a_fresh_forward_pass_logprobs(toy, lean):
 
 def test_sample_categorical_draws_from_the_rows_distribution():
     """Inverse-CDF sampling: each row's frequencies match its (unnormalised) probabilities; zero mass is never drawn."""
-    from dialogrl.sampling import sample_categorical
+    from dialogrl.agents.sampling import sample_categorical
 
     torch.manual_seed(0)
     probs = torch.tensor([[0.2, 0.0, 0.5, 0.3, 0.0], [0.0, 0.0, 0.0, 2.0, 0.0], [1.0, 1.0, 1.0, 1.0, 0.0]])
@@ -153,8 +153,8 @@ def test_rows_with_their_own_stream_sample_the_same_in_any_batch(toy):
     per-row draws follow each row's distribution."""
     import random
 
-    from dialogrl.fastdecode import sample_turns
-    from dialogrl.sampling import sample_categorical
+    from dialogrl.agents.fastdecode import sample_turns
+    from dialogrl.agents.sampling import sample_categorical
 
     model, tok = toy
     args = (model, SEQS, tok.pad_token_id, [tok.eos_token_id], 12, lambda x: x.float().log_softmax(-1))

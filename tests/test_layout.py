@@ -23,7 +23,7 @@ LAYERS = {
     "rollout": ["rollout"],
     "games": ["envs", "envs.*"],
     "models": ["tiny", "models", "packaged", "trl_compat", "data"],
-    "agents": ["agents", "counterpart", "sampling", "fastdecode", "vllm_engine"],
+    "agents": ["agents", "agents.*"],
     "rl": ["rl", "rl.*", "calibration"],
     "evaluate": ["evaluate", "collapse", "theory", "claims", "room", "plots", "compare"],
     "entry points": ["dialogrl", "params", "reproduce", "estimate", "__main__"],
@@ -64,7 +64,8 @@ def imports_of(path: Path, name: str, modules: dict[str, Path], top_level_only: 
 # module's top: lib/dialogrl/README.md)
 LAZY_IMPORTS = {
     ("dialogrl.__main__", "*"): "each command imports what it runs: --help answers without importing torch",
-    ("dialogrl.rl.trainer", "dialogrl.vllm_engine"): "an optional dependency (vllm), imported when engine='vllm'",
+    ("dialogrl.rl.trainer", "dialogrl.agents.vllm_engine"):
+        "an optional dependency (vllm), imported when engine='vllm'",
 }
 
 

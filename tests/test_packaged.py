@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from dialogrl import packaged
-from dialogrl.fastdecode import LeanModel, lean_supported
+from dialogrl.agents.fastdecode import LeanModel, lean_supported
 from dialogrl.models import check_model_name, load_model
 from dialogrl.packaged import PACKAGED_MODELS, PackagedModel, PackageMissingError, gguf_path, packaged_model_path
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from dialogrl.agents import LMAgent, VerbalizedSampling
+from dialogrl.agents.sampling import counting_forwards
 from dialogrl.envs import DealOrNoDeal, social
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.envs.social import SocialScenes
@@ -18,7 +19,6 @@ from dialogrl.game import Agent, Population, game_key
 from dialogrl.models import load_model
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.rollout import play, play_cells
-from dialogrl.sampling import counting_forwards
 from dialogrl.seeds import STREAMS, stream_seed
 
 TASK = DealOrNoDeal(max_turns=6)

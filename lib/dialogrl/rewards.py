@@ -381,7 +381,7 @@ def llm_episode_estimates(judge: LLMJudge,
 
 # A small model does not keep a JSON format (SmolLM2-135M), so its episode scores are read off its next-token
 # distribution instead: a rating question answered with one digit, each digit's probability calibrated against the same
-# question after a content-free dialogue (as dialogrl.counterpart calibrates decisions), the estimate the expected
+# question after a content-free dialogue (as agents.counterpart calibrates decisions), the estimate the expected
 # rating. Scales: goal 0..9 -> 0..10; relationship 1..9 (5 unchanged) -> -5..5.
 SCORE_PROMPT = """You are an evaluator of social dialogue. {me} had this goal: {goal}
 The dialogue:

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.fastdecode import LeanModel, hidden, lean_trainable, uses_lean
+from dialogrl.agents.fastdecode import LeanModel, hidden, lean_trainable, uses_lean
 from dialogrl.game import Agent, Task
 from dialogrl.models import HALF_DTYPES, adapter_parameters, base_model, resolve_precision, use_adapter
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
@@ -128,8 +128,8 @@ class TrainConfig:
                                       # recompute (the update's own forward, before its first step) | auto: recompute
                                       # where the two differ beyond float error (half-precision weights or autocast:
                                       # step-by-step decoding and a full-sequence pass round apart)
-    engine: str = "transformers"      # the rollout's decoding engine for the LM roles: transformers (dialogrl.sampling,
-                                      # or the lean engine for fp32 Qwen2/Llama models) | vllm (dialogrl.vllm_engine,
+    engine: str = "transformers"      # the rollout's decoding engine for the LM roles: transformers (agents.sampling,
+                                      # or the lean engine for fp32 Qwen2/Llama models) | vllm (agents.vllm_engine,
                                       # an optional install: the adapters written to it when they change, the
                                       # behaviour log-probs recomputed by the update with old_logprobs="auto")
     save_every: int = 0               # checkpoint every k steps into train(checkpoint_dir=...) (0: only at the end)
@@ -420,7 +420,7 @@ class Trainer:
     def _agent_class(self) -> type:
         """The agent class of the LM roles: LMAgent, or VLLMAgent with engine="vllm" (vllm imported only then)."""
         if self.config.engine == "vllm":
-            from dialogrl.vllm_engine import VLLMAgent  # an optional dependency: vllm, imported only when used
+            from dialogrl.agents.vllm_engine import VLLMAgent  # an optional dependency: vllm, imported only when used
 
             return VLLMAgent
         return LMAgent

@@ -285,7 +285,7 @@ class DealOrNoDeal(Task):
         worth = split_value(state.scenario.values[self.roles.index(role)], mine)
         return f"(to you: {worth} of your {TOTAL_VALUE} points)"
 
-    # -- a pretrained language model as a counterpart (dialogrl.counterpart)
+    # -- a pretrained language model as a counterpart (dialogrl.agents.counterpart)
     def counterpart_prompt(self, scenario: DondScenario, role: str) -> str:
         counts, values = scenario.counts, scenario.values[self.roles.index(role)]
         worth = ", ".join(f"each {item} is worth {v} point{'s' if v != 1 else ''} to you" for item, v in

@@ -166,7 +166,7 @@ class PersuasionForGood(TurnTakingTask):
         return {"giving": "(you lean to giving)", "unsure": "(you are unsure)",
                 "keeping": "(you lean to keeping it)"}[leaning(state, upto)]
 
-    # -- a pretrained language model as the persuadee (dialogrl.counterpart)
+    # -- a pretrained language model as the persuadee (dialogrl.agents.counterpart)
     def counterpart_prompt(self, scenario: PersuasionScenario, role: str) -> str:
         if role != "persuadee":
             raise ValueError(f"the language-model counterpart plays the persuadee, not the {role}")

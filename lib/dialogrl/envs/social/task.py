@@ -352,7 +352,7 @@ class SocialScenes(TurnTakingTask):
                 f"If asked, grant the request with [AGREE], grant part of it ({s.partial}) with [AGREE PARTLY], "
                 f"or turn it down with [REFUSE]. At most {self.max_exchanges} exchanges.")
 
-    # -- a pretrained language model as the partner (dialogrl.counterpart)
+    # -- a pretrained language model as the partner (dialogrl.agents.counterpart)
     def counterpart_prompt(self, scenario: SocialScenario, role: str) -> str:
         if role != "partner":
             raise ValueError(f"the language-model counterpart plays the partner, not the {role}")

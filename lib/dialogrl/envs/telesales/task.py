@@ -310,7 +310,7 @@ class VehicleTeleSales(TurnTakingTask):
         budget = "within your budget" if price <= s.budget else "over your budget"
         return f"(to you: the {vid} {needs}; {budget})"
 
-    # -- a pretrained language model as the buyer (dialogrl.counterpart)
+    # -- a pretrained language model as the buyer (dialogrl.agents.counterpart)
     def counterpart_prompt(self, scenario: TelesalesScenario, role: str) -> str:
         if role != "buyer":
             raise ValueError(f"the language-model counterpart plays the buyer, not the {role}")

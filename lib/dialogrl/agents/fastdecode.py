@@ -1,6 +1,6 @@
 """A lean decoding engine for Qwen2/Llama-architecture models: plain torch ops over the HF model's weights.
 
-`FastDecodeBatch` has the interface and the behaviour of `dialogrl.sampling.DecodeBatch` (continuous batching, per-
+`FastDecodeBatch` has the interface and the behaviour of `agents.sampling.DecodeBatch` (continuous batching, per-
 dialogue KV-cache reuse, the sampled ids and their sampling log-probs per row) without the HF forward's per-step
 Python work (mask building, cache bookkeeping, ~20 module calls per layer). Per step it runs one fused QKV matmul,
 RoPE, one SDPA call, one output matmul, one fused gate/up matmul and one down matmul per layer.
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from dialogrl.sampling import FORWARDS, CachedPrefix, DecodeBatch, Finished, RowQueue, common_prefix
+from dialogrl.agents.sampling import FORWARDS, CachedPrefix, DecodeBatch, Finished, RowQueue, common_prefix
 
 STATIC_ROPE = ("default", "linear", "llama3", "yarn")   # rope types whose inverse frequencies do not depend on length
 
@@ -478,7 +478,7 @@ class FastDecodeBatch(RowQueue):
 def decode_batch(model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
                  join_fraction: float = 0.25, lean: bool | None = None):
-    """A decode batch for `model` (the DecodeBatch interface): the lean engine (`dialogrl.fastdecode`) where it
+    """A decode batch for `model` (the DecodeBatch interface): the lean engine (`dialogrl.agents.fastdecode`) where it
     supports the model, else the HF forward (`DecodeBatch`).
 
     lean: None (the lean engine for supported fp32 models on the CPU, where the HF forward's Python overhead

@@ -13,22 +13,21 @@ from collections.abc import Sequence
 
 import torch
 
-from dialogrl.fastdecode import decode_batch, sample_turns, uses_lean
-from dialogrl.game import ActRequest, Agent, GameState, Population, StreamingAgent, Utterance, game_key
+from dialogrl.agents.fastdecode import decode_batch, sample_turns, uses_lean
+from dialogrl.agents.sampling import FORWARDS, SharedBatch
+from dialogrl.game import ActRequest, GameState, StreamingAgent, Utterance, game_key
 from dialogrl.models import base_model, load_model, use_adapter
-from dialogrl.sampling import FORWARDS, SharedBatch
 from dialogrl.seeds import stream_rng
 from dialogrl.tokens import pad, token_logprobs
-from dialogrl.verbalized import VS_MODES, fallback_rate, parse_vs, problem_kind, vs_answer, vs_messages
+from dialogrl.verbalized import VS_MODES, fallback_rate, parse_vs, problem_kind, vs_messages
 
-__all__ = ["LMAgent", "VerbalizedSampling", "parse_vs", "vs_answer", "vs_messages", "VS_MODES", "ActRequest", "Agent",
-           "Population", "StreamingAgent", "Utterance"]
+__all__ = ["LMAgent", "VerbalizedSampling"]
 
 
 class LMAgent(StreamingAgent):
     """A causal LM (optionally one named LoRA adapter of it) that speaks from its chat view.
 
-    Turns are sampled with continuous batching (dialogrl.sampling.DecodeBatch): the rollout engine `submit`s a
+    Turns are sampled with continuous batching (dialogrl.agents.sampling.DecodeBatch): the rollout engine `submit`s a
     turn whenever a game needs one and `advance`s the running batch one token at a time, so a game's next turn joins
     as soon as its previous one ends (stop at the end-of-turn token, at most `max_new_tokens` per turn); with
     `reuse_cache` each game continues from its KV cache of the role's previous turn. `act(requests)` does the same
@@ -58,7 +57,7 @@ class LMAgent(StreamingAgent):
                  share_batch: bool = True):
         self.model, self.tok, self.adapter = model, tokenizer, adapter
         self.share_batch = share_batch
-        self.lean = lean  # the decoding engine: see dialogrl.fastdecode.decode_batch
+        self.lean = lean  # the decoding engine: see dialogrl.agents.fastdecode.decode_batch
         self.reuse_cache = reuse_cache
         self._cache: dict[tuple, tuple] = {}  # (id(state), role) -> (state, CachedPrefix of its last turn)
         self._rngs: dict[tuple, tuple] = {}   # (id(state), role) -> (state, the role's token stream in that game)

@@ -23,7 +23,7 @@ The batch cache's layers (`GrowingLayer`) keep spare columns, so a decoding step
 place rather than copying the whole cache, and prefill passes compute logits only at each row's last position.
 
 This is the engine for any HF causal LM. Qwen2/Llama-architecture models in fp32 on the CPU decode through the lean
-engine of `dialogrl.fastdecode` (same interface and results, a fraction of the per-step overhead); its
+engine of `dialogrl.agents.fastdecode` (same interface and results, a fraction of the per-step overhead); its
 `decode_batch` picks the engine and its `sample_turns` samples one batch of prompts.
 
 Both engines count their forward passes (`FORWARDS`; `counting_forwards()` reads the count of a block). On one
@@ -233,7 +233,7 @@ class RowQueue:
 
     def prefill(self) -> dict[Hashable, torch.Tensor]:
         """Join the waiting rows (one prefill forward, cached prefixes reused) and return every live row's
-        next-token logits (V,) by key, sampling nothing: to score how a prompt would go on (dialogrl.counterpart)."""
+        next-token logits (V,) by key, sampling nothing: to score how a prompt would go on (agents.counterpart)."""
         if self.queue:
             self._join()
         return {k: self.logits[b] for b, k in enumerate(self.keys)}

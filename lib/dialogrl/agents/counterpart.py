@@ -35,8 +35,8 @@ from collections.abc import Sequence
 
 import torch
 
-from dialogrl.agents import LMAgent
-from dialogrl.fastdecode import decode_batch
+from dialogrl.agents.fastdecode import decode_batch
+from dialogrl.agents.lm import LMAgent
 from dialogrl.game import ActRequest, Question, StreamingAgent, Utterance
 
 CONTENT_FREE = "N/A"      # Zhao et al.'s content-free input

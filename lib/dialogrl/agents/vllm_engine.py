@@ -32,10 +32,10 @@ from pathlib import Path
 
 import torch
 
-from dialogrl.agents import LMAgent
+from dialogrl.agents.lm import LMAgent
+from dialogrl.agents.sampling import FORWARDS, Finished, SharedBatch
 from dialogrl.game import ActRequest
 from dialogrl.models import adapter_parameters
-from dialogrl.sampling import FORWARDS, Finished, SharedBatch
 
 __all__ = ["VLLMAgent", "VLLMEngine"]
 
