@@ -240,7 +240,8 @@ def memory_stage(row: dict, device: str, small: bool, half: bool) -> None:
     from dialogrl.estimate import update_memory
     from dialogrl.hub import kv_bytes_per_token
     from dialogrl.models import add_adapters, hub_shaped_model
-    from dialogrl.rl.trainer import RoleSpec, Sample, TrainConfig, Trainer, chunk_tokens
+    from dialogrl.rl.batching import Sample, chunk_tokens
+    from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 
     hub_id = "Qwen/Qwen2.5-0.5B-Instruct"
     model, tok = hub_shaped_model(hub_id, device=device, bf16=half, **({"num_hidden_layers": 2} if small else {}))

@@ -161,16 +161,16 @@ def make_batch(args) -> dict:
 # ------------------------------------------------------------------------------------------------ the modes
 
 def run_ours(args, batch: dict) -> dict:
-    from dialogrl.rl.trainer import Sample, _chains, _chunk_chains
+    from dialogrl.rl.batching import Sample, chains, chunk_chains
 
     trainer = make_trainer(args, kl_coef=KL_COEF if args.mode == "ours-kl" else 0.0)
     samples = [Sample("A", t["prompt_ids"], t["completion_ids"], t["logprobs"], t["advantage"]) for t in batch["turns"]]
     if args.mode == "ours-sorted":  # similar lengths share a chunk; the loss is the same token mean over the batch
         samples.sort(key=lambda s: len(s.prompt_ids) + len(s.completion_ids))
     seq_len = lambda s: len(s.prompt_ids) + len(s.completion_ids)  # noqa: E731
-    rows, padded, keys, chunks = 0, 0, 0, _chunk_chains(samples, trainer.config.minibatch_turns)
+    rows, padded, keys, chunks = 0, 0, 0, chunk_chains(samples, trainer.config.minibatch_turns)
     for chunk in chunks:  # what Trainer.update lays out: one row per chain (a game's turns packed), right-padded
-        lengths = [seq_len(samples[chunk[c[-1]]]) for c in _chains([samples[i] for i in chunk])]
+        lengths = [seq_len(samples[chunk[c[-1]]]) for c in chains([samples[i] for i in chunk])]
         rows, padded = rows + sum(lengths), padded + len(lengths) * max(lengths)
         keys += sum(n * (n + 1) // 2 for n in lengths)  # causal attention: position p sees p + 1 keys
     res = time_steps(lambda: trainer.update("A", samples), args.reps, trainer.model,

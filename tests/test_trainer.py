@@ -9,7 +9,10 @@ import torch
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import adapter_parameters, load_model
-from dialogrl.rl.trainer import ALGORITHMS, CHOICES, CheckpointError, RoleSpec, TrainConfig, Trainer, _chunk_chains
+from dialogrl.rl.batching import chains, chunk_chains, chunk_tokens, minibatches
+from dialogrl.rl.checkpoint import CheckpointError
+from dialogrl.rl.config import ALGORITHMS, CHOICES
+from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 from dialogrl.run import MetricsLogger, read_metrics, seed_everything
 
 TASK = DealOrNoDeal()
@@ -86,7 +89,7 @@ def test_the_kl_reference_is_the_base_model_scored_once_a_rollout(dond_toy_dir):
     passes, score = [], trainer.token_logprobs
     trainer.token_logprobs = lambda batch, *a, **k: passes.append(len(batch)) or score(batch, *a, **k)
     stats = trainer.update("A", samples)
-    chunks = len(_chunk_chains(samples, trainer.config.minibatch_turns))
+    chunks = len(chunk_chains(samples, trainer.config.minibatch_turns))
     assert len(passes) == chunks * (1 + 2) and stats["kl"] > 0   # one reference pass, then two epochs
 
 
@@ -95,16 +98,15 @@ def test_packed_turns_score_as_each_turn_alone(dond_toy_dir):
     and score exactly as each turn's own forward pass, critic values included; a sample that does not continue
     the previous one starts a new row."""
     from dialogrl.models import use_adapter
-    from dialogrl.rl.trainer import _chains, _chunk_chains, chunk_tokens
     trainer = make_trainer(dond_toy_dir, algorithm="ppo")
     seed_everything(5)
     episodes, groups = trainer.rollout(0)
     samples = trainer.samples(episodes, groups)["A"]
-    chains = _chains(samples)
-    assert len(chains) < len(samples)                                    # packing happens with the tiny template
-    assert sorted(i for c in chains for i in c) == list(range(len(samples)))
+    runs = chains(samples)
+    assert len(runs) < len(samples)                                      # packing happens with the tiny template
+    assert sorted(i for c in runs for i in c) == list(range(len(samples)))
     game = {tuple(t.prompt_ids): g for g, ep in enumerate(episodes) for t in ep.state.turns if t.role == "A"}
-    assert all(len({game[tuple(samples[i].prompt_ids)] for i in c}) == 1 for c in chains)  # never across games
+    assert all(len({game[tuple(samples[i].prompt_ids)] for i in c}) == 1 for c in runs)   # never across games
     use_adapter(trainer.model, "A")
     torch.nn.init.normal_(trainer.critics["A"].linear.weight)           # a critic that reads the features
     with torch.no_grad():
@@ -114,14 +116,14 @@ def test_packed_turns_score_as_each_turn_alone(dond_toy_dir):
     for key in ("logp", "mask", "entropy", "value"):
         assert torch.allclose(packed[key], alone[key], atol=1e-4), key
     assert torch.allclose(values, alone["value"], atol=1e-4)
-    chunks = _chunk_chains(samples, 8)
+    chunks = chunk_chains(samples, 8)
     assert sorted(i for c in chunks for i in c) == list(range(len(samples)))
-    assert all(len(c) <= 8 or len(_chains([samples[i] for i in c])) == 1 for c in chunks)
-    assert _chains([samples[0], samples[0]]) == [[0], [1]]               # a prompt does not continue itself
+    assert all(len(c) <= 8 or len(chains([samples[i] for i in c])) == 1 for c in chunks)
+    assert chains([samples[0], samples[0]]) == [[0], [1]]               # a prompt does not continue itself
     budget = chunk_tokens(samples, list(range(len(samples)))) // 4      # chunks by tokens: about four of them
-    chunks = _chunk_chains(samples, 64, max_tokens=budget)
+    chunks = chunk_chains(samples, 64, max_tokens=budget)
     assert len(chunks) >= 4 and sorted(i for c in chunks for i in c) == list(range(len(samples)))
-    assert all(chunk_tokens(samples, c) <= budget or len(_chains([samples[i] for i in c])) == 1 for c in chunks)
+    assert all(chunk_tokens(samples, c) <= budget or len(chains([samples[i] for i in c])) == 1 for c in chunks)
 
 
 @pytest.mark.parametrize("level", ["token", "utterance"])
@@ -359,18 +361,18 @@ def test_diagnostics_move_after_the_first_epoch(dond_toy_dir):
 def test_ppo_with_minibatches_and_epochs_clips_after_the_first_optimizer_step(dond_toy_dir, monkeypatch):
     """PPO as papers run it: 2 epochs x 2 minibatches = 4 optimizer steps per rollout. Every chunk scored before the
     first step has ratio 1 exactly; later ones see the moved policy, and the clip acts (clipfrac > 0, logged)."""
-    import dialogrl.rl.trainer as trainer_module
+    import dialogrl.rl.losses as losses_module
 
     trainer = make_trainer(dond_toy_dir, algorithm="ppo", epochs_per_step=2, minibatches=2, critic_lr=2e-2)
     calls, steps = [], {"n": 0}   # (optimizer steps taken so far, the chunk's ratio stats)
-    real_loss = trainer_module.policy_loss
+    real_loss = losses_module.policy_loss
 
     def spy_loss(*args, **kwargs):
         loss, st = real_loss(*args, **kwargs)
         calls.append((steps["n"], st))
         return loss, st
 
-    monkeypatch.setattr(trainer_module, "policy_loss", spy_loss)
+    monkeypatch.setattr(losses_module, "policy_loss", spy_loss)   # what chunk_loss calls
     trainer.optimizers["A"].register_step_post_hook(lambda *_: steps.update(n=steps["n"] + 1))
     seed_everything(8)
     row = trainer.step()
@@ -453,21 +455,20 @@ def test_fp16_autocast_scales_the_loss_and_still_learns(dond_toy_dir, monkeypatc
 def test_minibatches_split_whole_games_and_replay_with_their_key(dond_toy_dir):
     import random
 
-    from dialogrl.rl.trainer import _chains, _minibatches
 
     trainer = make_trainer(dond_toy_dir)
     seed_everything(9)
     episodes, groups = trainer.rollout(0)
     samples = trainer.samples(episodes, groups)["A"]
-    chains = _chains(samples)
-    assert _minibatches(samples, 1, random.Random(0)) == [list(range(len(samples)))]   # unshuffled
-    mbs = _minibatches(samples, 3, random.Random("k"))
+    runs = chains(samples)
+    assert minibatches(samples, 1, random.Random(0)) == [list(range(len(samples)))]   # unshuffled
+    mbs = minibatches(samples, 3, random.Random("k"))
     assert len(mbs) == 3 and sorted(i for m in mbs for i in m) == list(range(len(samples)))
     assert all(m == sorted(m) for m in mbs)
-    assert all(any(set(c) <= set(m) for m in mbs) for c in chains)                  # a game is never split
-    assert max(map(len, mbs)) - min(map(len, mbs)) <= max(map(len, chains))         # about equal parts
-    assert _minibatches(samples, 3, random.Random("k")) == mbs                      # the same key, the same split
-    many = _minibatches(samples, len(samples) + 2, random.Random(0))                 # more minibatches than games:
+    assert all(any(set(c) <= set(m) for m in mbs) for c in runs)                    # a game is never split
+    assert max(map(len, mbs)) - min(map(len, mbs)) <= max(map(len, runs))           # about equal parts
+    assert minibatches(samples, 3, random.Random("k")) == mbs                      # the same key, the same split
+    many = minibatches(samples, len(samples) + 2, random.Random(0))                 # more minibatches than games:
     assert len(many) == len(samples) + 2 and sum(m == [] for m in many) >= 2       # empty ones, every step taken
 
 

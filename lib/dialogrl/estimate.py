@@ -5,7 +5,7 @@
     config = hub_config("Qwen/Qwen2.5-0.5B-Instruct")
     update_memory(config, row_tokens=8192, logit_positions=2048, precision="bf16", lora_r=16)["total"]   # bytes
 
-An update chunk (`rl.trainer.chunk_tokens`: packed rows padded to the longest, and the completion positions whose
+An update chunk (`rl.batching.chunk_tokens`: packed rows padded to the longest, and the completion positions whose
 vocabulary-wide logits it computes) holds, at its peak:
   weights      every parameter of the model, in the weights' dtype (float32 unless bf16);
   adapters     each trained LoRA adapter's float32 parameters, gradients and AdamW's two moments (16 bytes each);
@@ -130,7 +130,7 @@ def repeat_kv_bytes(config, precision: str = "no") -> int:
 def update_memory(config, row_tokens: int, logit_positions: int, precision: str = "no", lora_r: int = 8,
                   adapters: int = 1, device: str = "cuda", other_weights: int = 0) -> dict:
     """Peak bytes of one update chunk: `row_tokens` packed row positions (padding included) and `logit_positions`
-    completion positions (`rl.trainer.chunk_tokens` is their sum). adapters: trained LoRA adapters held with their
+    completion positions (`rl.batching.chunk_tokens` is their sum). adapters: trained LoRA adapters held with their
     optimizer state; other_weights: bytes of other models on the same device (frozen counterparts, a judge).
     Returns {"weights", "adapters", "activations", "logits", "total"} in bytes."""
     per_layer, once, fixed = saved_bytes_per_token(config, precision, lora_r)
@@ -211,7 +211,7 @@ def workload(stem: str, p: dict) -> list[dict]:
 
 def chunk_shape(context: int, turns: int, tokens: float, minibatch_turns: int = 64,
                 minibatch_tokens: int | None = None) -> tuple[int, int]:
-    """(row tokens, logit positions) of an update chunk as `rl.trainer` cuts it: whole games of one adapter, each a
+    """(row tokens, logit positions) of an update chunk as `rl.batching` cuts it: whole games of one adapter, each a
     packed row of `context` tokens with `turns` completions of `tokens`, up to `minibatch_turns` turns and, with
     `minibatch_tokens`, up to that many row tokens plus positions (one game at least)."""
     rows = max(1, minibatch_turns // max(1, turns))

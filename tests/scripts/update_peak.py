@@ -1,7 +1,7 @@
 """One Trainer.update on a hub-shaped model with random weights, its peak memory measured; run by
 tests/test_estimate.py in a fresh process with MALLOC_MMAP_THRESHOLD_ set (freed large blocks go back to the system,
 so the peak resident set follows the live tensors). Prints a JSON line: the peak the update adds, in bytes, and the
-chunk's row tokens and logit positions (`rl.trainer.chunk_tokens`).
+chunk's row tokens and logit positions (`rl.batching.chunk_tokens`).
 
     python update_peak.py HUB_ID LAYERS GAMES TURNS PROMPT COMPLETION PRECISION
 """
@@ -14,7 +14,8 @@ import torch
 from dialogrl.envs import DealOrNoDeal
 from dialogrl.envs.dealnodeal import ScriptedAgent
 from dialogrl.models import add_adapters, hub_shaped_model
-from dialogrl.rl.trainer import RoleSpec, Sample, TrainConfig, Trainer, chunk_tokens
+from dialogrl.rl.batching import Sample, chunk_tokens
+from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 
 hub_id, layers, games, turns, prompt, completion = sys.argv[1], *map(int, sys.argv[2:7])
 precision = sys.argv[7]

@@ -7,6 +7,7 @@ Masks select the acting role's own tokens: a loss never touches the counterpart'
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -92,3 +93,44 @@ def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     if var == 0.0:
         return math.nan
     return 1.0 - (returns - values).var(unbiased=False).item() / var
+
+
+def chunk_loss(res: dict, chunk: Sequence, cfg, kl_coef: float, weight: float, per_turn: float
+               ) -> tuple[torch.Tensor, dict]:
+    """The loss of one chunk of a minibatch: the clipped surrogate over its turns' tokens, + vf_coef x the value loss
+    (PPO), + kl_coef x the k3 KL to the reference, - entropy_coef x the entropy, each a mean over the chunk weighed by
+    the chunk's share of what the minibatch's mean runs over (`weight`: its share of the tokens, for the token means;
+    `per_turn`: its share of the turns, for the value loss and the utterance-level surrogate).
+
+    res: the chunk's `Trainer.token_logprobs` ("logp", "old", "mask", with a critic "value", with entropy
+    "entropy"); chunk: its samples (advantage, and value, ret, ref_logprobs where used); cfg: the TrainConfig.
+    Returns (the weighted total, its terms' chunk means without gradient: clipfrac, approx_kl, ratio, and
+    value_loss, value, kl, entropy where they apply)."""
+    logp, old, mask = res["logp"], res["old"], res["mask"]
+    adv = torch.zeros_like(logp)
+    segments = torch.full_like(logp, -1, dtype=torch.long)
+    for b, s in enumerate(chunk):
+        adv[b] = s.advantage
+        segments[b] = b
+    loss, st = policy_loss(logp, old, adv, mask, clip_eps=cfg.clip_eps, clip_eps_high=cfg.clip_eps_high,
+                           level=cfg.ratio_level, segments=segments)
+    total = loss * (weight if cfg.ratio_level == "token" else per_turn)
+    terms = {n: st[n] for n in ("clipfrac", "approx_kl", "ratio")}
+    if "value" in res:
+        v_old = torch.tensor([s.value for s in chunk], device=logp.device)
+        ret = torch.tensor([s.ret for s in chunk], device=logp.device)
+        vl = value_loss(res["value"], v_old, ret, torch.ones_like(ret), clip_eps=cfg.value_clip)
+        total = total + cfg.vf_coef * vl * per_turn
+        terms["value_loss"], terms["value"] = vl.item(), res["value"].mean().item()
+    if kl_coef:
+        ref = torch.zeros_like(logp)
+        for b, s in enumerate(chunk):
+            ref[b, ref.shape[1] - len(s.ref_logprobs):] = torch.tensor(s.ref_logprobs)
+        kl = masked_mean(kl_k3(logp, ref), mask)
+        total = total + kl_coef * kl * weight
+        terms["kl"] = kl.item()
+    if cfg.entropy_coef:
+        ent = masked_mean(res["entropy"], mask)
+        total = total - cfg.entropy_coef * ent * weight
+        terms["entropy"] = ent.item()
+    return total, terms

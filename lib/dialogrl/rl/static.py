@@ -41,7 +41,8 @@ from dialogrl.agents import LMAgent
 from dialogrl.envs import game_of
 from dialogrl.game import ActRequest, GameState, Task, Turn
 from dialogrl.rl.advantages import group_advantages
-from dialogrl.rl.trainer import RoleSpec, Sample, Trainer
+from dialogrl.rl.batching import Sample
+from dialogrl.rl.trainer import RoleSpec, Trainer
 from dialogrl.rollout import play
 from dialogrl.seeds import stream_seed
 

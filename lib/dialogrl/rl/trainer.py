@@ -13,7 +13,7 @@ own rewards (isolated; or pooled with `isolate=False`). Roles that name the same
 `shared` ablation). The reference policy of the KL term is the base model (adapters disabled), i.e. the warm start.
 The update scores a role's turns of one game in one sequence (its last prompt and completion) whenever each prompt
 continues the previous prompt and completion token for token, as the chat templates here do: the same log-probs as
-one pass per turn, for a fraction of the tokens (`_chains`; turns that do not continue are scored alone).
+one pass per turn, for a fraction of the tokens (`batching.chains`; turns that do not continue are scored alone).
 
 Algorithms (`TrainConfig.algorithm`):
     grpo, rloo   group baselines over each scenario group; one advantage per (dialogue, role), on all its turns.
@@ -40,8 +40,7 @@ import os
 import random
 import shutil
 import time
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -49,163 +48,18 @@ import numpy as np
 import torch
 
 from dialogrl.agents import LMAgent
-from dialogrl.agents.fastdecode import LeanModel, hidden, lean_trainable, uses_lean
+from dialogrl.agents.fastdecode import LeanModel, lean_trainable, uses_lean
 from dialogrl.game import Agent, Task
 from dialogrl.models import HALF_DTYPES, adapter_parameters, base_model, resolve_precision, use_adapter
+from dialogrl.rl import checkpoint
 from dialogrl.rl.advantages import group_advantages, turn_gae, whiten
-from dialogrl.rl.losses import explained_variance, kl_k3, policy_loss, value_loss
+from dialogrl.rl.batching import Sample, chunk_chains, minibatches
+from dialogrl.rl.config import RoleSpec, TrainConfig
+from dialogrl.rl.losses import chunk_loss, explained_variance
+from dialogrl.rl.scoring import ValueHead, completion_logprobs, packed_forward
 from dialogrl.rollout import Episode, play
 from dialogrl.run import progress as run_progress
 from dialogrl.seeds import stream_seed
-from dialogrl.tokens import masked_mean, pad, token_logprobs, token_logprobs_and_entropy
-
-# the allowed values of TrainConfig's choice fields (notebooks check their parameters with OneOf(*ALGORITHMS), ...)
-ALGORITHMS = ("grpo", "rloo", "ppo")
-RATIO_LEVELS = ("token", "utterance")
-LR_SCHEDULES = ("constant", "linear")
-MIXED_PRECISIONS = ("no", "bf16", "fp16")
-TRACKERS = ("none", "tensorboard", "wandb")
-OLD_LOGPROBS = ("auto", "sampling", "recompute")
-ENGINES = ("transformers", "vllm")
-CHOICES = {"algorithm": ALGORITHMS, "ratio_level": RATIO_LEVELS, "lr_schedule": LR_SCHEDULES,
-           "mixed_precision": MIXED_PRECISIONS, "report_to": TRACKERS, "old_logprobs": OLD_LOGPROBS,
-           "engine": ENGINES}
-
-
-@dataclass
-class RoleSpec:
-    """How one role is played: a fixed agent (scripted persona, frozen model), or an LM policy through an adapter."""
-    agent: Agent | None = None      # a fixed counterpart; None: the LM through `adapter`
-    adapter: str | None = None      # LoRA adapter name (None with agent=None: the frozen base model)
-    trainable: bool = False
-    lr: float | None = None         # this role's learning rate (None: TrainConfig.lr), where a paper gives one role
-                                    # its own (SCOPE's simulator: sim_lr)
-    kl_coef: float | None = None    # this role's weight of the KL to the warm start (None: TrainConfig.kl_coef); a
-                                    # co-trained counterpart anchored harder than the policy keeps playing its part
-
-
-@dataclass
-class TrainConfig:
-    """Hyperparameters of the trainer (defaults: a few CPU minutes with tiny models); checked on construction.
-
-        TrainConfig(steps=50, algorithm="ppo")
-        TrainConfig.from_params(params, steps=2)    # a notebook's parameters: the keys that are fields, overridden
-    """
-    steps: int = 40                   # rollout + update iterations
-    scenarios_per_step: int = 16      # distinct scenarios per rollout
-    group_size: int = 4               # dialogues per scenario (the group of the group baseline)
-    algorithm: str = "grpo"           # advantage: grpo | rloo | ppo (turn-level GAE with a critic)
-    isolate: bool = True              # baselines per role (IB-RL) or pooled over roles
-    clip_eps: float = 0.2             # clip range eps of the surrogate
-    clip_eps_high: float | None = None  # upper clip range (DAPO's clip-higher); None: clip_eps
-    ratio_level: str = "token"        # importance ratio per token, or per utterance (sequence likelihood)
-    lr: float = 5e-4                  # AdamW learning rate of each trained adapter (RoleSpec.lr: one role's own)
-    kl_coef: float = 0.0              # beta of the k3 KL to the reference (the base model)
-    entropy_coef: float = 0.0         # weight of the entropy bonus
-    gamma: float = 1.0                # ppo: discount over a role's turns
-    lam: float = 0.95                 # ppo: GAE lambda
-    vf_coef: float = 0.5              # ppo: weight of the value loss
-    critic_trunk: bool = False        # ppo: value-loss gradients also train the role's adapter (shared trunk);
-                                      # False: the head reads the policy's features detached
-    value_clip: float | None = 0.2    # ppo: clip range of the value loss, reward units (None: unclipped)
-    whiten_advantages: bool = True    # ppo: normalise the GAE advantages over the path's batch
-    critic_lr: float | None = None    # ppo: learning rate of the value head (None: the role's lr; SocialRL: 2 x lr)
-    epochs_per_step: int = 1          # passes over each rollout (ratios move away from 1 after the first)
-    minibatches: int = 1              # optimizer steps per epoch: each pass shuffles the rollout's games (a role's
-                                      # turns of one game stay together) into this many minibatches. PPO clips only
-                                      # when epochs_per_step * minibatches >= 2: with one step every ratio is 1
-    minibatch_turns: int = 64         # turns per forward/backward chunk (gradient accumulation inside a minibatch)
-    minibatch_tokens: int | None = None  # and at most this many tokens a chunk (None: no limit): padded sequence
-                                      # tokens plus the completion positions whose logits it computes, the two
-                                      # that set an update's peak memory (a whole chain stays one chunk)
-    lr_schedule: str = "constant"     # constant | linear (decays to 0 at `steps`)
-    warmup_steps: int = 0             # linear warmup of the learning rate
-    max_new_tokens: int = 48          # per turn
-    temperature: float = 1.0          # sampling temperature of the policies
-    max_grad_norm: float = 1.0
-    mixed_precision: str = "no"       # no | bf16 | fp16 autocast in the update ("no": accelerate launch's setting)
-    old_logprobs: str = "auto"        # the ratio's denominator: sampling (the log-probs the rollout sampled with) |
-                                      # recompute (the update's own forward, before its first step) | auto: recompute
-                                      # where the two differ beyond float error (half-precision weights or autocast:
-                                      # step-by-step decoding and a full-sequence pass round apart)
-    engine: str = "transformers"      # the rollout's decoding engine for the LM roles: transformers (agents.sampling,
-                                      # or the lean engine for fp32 Qwen2/Llama models) | vllm (agents.vllm_engine,
-                                      # an optional install: the adapters written to it when they change, the
-                                      # behaviour log-probs recomputed by the update with old_logprobs="auto")
-    save_every: int = 0               # checkpoint every k steps into train(checkpoint_dir=...) (0: only at the end)
-    keep_checkpoints: int = 2         # the newest k checkpoints kept in checkpoint_dir (0: every one)
-    report_to: str = "none"           # none | tensorboard | wandb (imported only when chosen)
-    log_dir: str | None = None        # where the report_to tracker writes; None: tracking/ in the run folder of the
-                                      # MetricsLogger given to train(log=...) (else results/tracking)
-    seed: int = 0                     # training scenario seeds are derived from it (evaluation uses others)
-
-    def __post_init__(self):
-        self.check()
-
-    @classmethod
-    def from_params(cls, params: Mapping, **overrides) -> TrainConfig:
-        """A config from the keys of `params` that are TrainConfig fields (others are ignored), `overrides` winning;
-        checked. An override that is not a field is a TypeError."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in params.items() if k in names}, **overrides})
-
-    def check(self):
-        """Raise ValueError naming the first field with a value out of its range (see CHOICES)."""
-        for name, allowed in CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(allowed)}")
-        for name in ("steps", "scenarios_per_step", "group_size", "epochs_per_step", "minibatches", "minibatch_turns"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be >= 1")
-        if self.minibatch_tokens is not None and self.minibatch_tokens < 1:
-            raise ValueError(f"minibatch_tokens={self.minibatch_tokens!r}: must be >= 1 (or None: no limit)")
-        for name in ("gamma", "lam"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ValueError(f"{name}={getattr(self, name)!r}: must be in [0, 1]")
-        if not self.lr > 0:
-            raise ValueError(f"lr={self.lr!r}: must be > 0")
-        if self.critic_lr is not None and not self.critic_lr > 0:
-            raise ValueError(f"critic_lr={self.critic_lr!r}: must be > 0 (or None: the role's lr)")
-
-    @property
-    def optimizer_steps(self) -> int:
-        """Optimizer steps per rollout and path: epochs_per_step x minibatches. Only the first sees ratios of 1."""
-        return self.epochs_per_step * self.minibatches
-
-    def warn_unclipped(self) -> None:
-        """Warn when algorithm="ppo" takes one optimizer step per rollout: every ratio is then exactly 1, the clip
-        range never acts, and the update is an advantage-weighted policy gradient with a critic, not PPO's."""
-        if self.algorithm == "ppo" and self.optimizer_steps == 1:
-            warnings.warn("algorithm='ppo' with epochs_per_step=1 and minibatches=1: one optimizer step per rollout, "
-                          "so every importance ratio is 1 and clip_eps never acts (clipfrac stays 0). PPO as papers "
-                          "run it takes several: set epochs_per_step >= 2 or minibatches >= 2", stacklevel=2)
-
-
-@dataclass
-class Sample:
-    """One turn of one role, ready for the loss: its exact prompt and completion ids and its advantage.
-    With PPO also the critic's value of the state before the turn, V_old(s_t), and the value target G_t."""
-    role: str
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]
-    advantage: float
-    value: float = 0.0
-    ret: float = 0.0
-    ref_logprobs: list[float] | None = None   # the completion under the frozen base model (the KL's reference)
-
-
-class ValueHead(torch.nn.Module):
-    """The critic V(s): a linear map of the role's last hidden state at the last prompt token, zero-initialised."""
-
-    def __init__(self, hidden_size: int):
-        super().__init__()
-        self.linear = torch.nn.Linear(hidden_size, 1)
-        torch.nn.init.zeros_(self.linear.weight)
-        torch.nn.init.zeros_(self.linear.bias)
-
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.linear(hidden.float()).squeeze(-1)
 
 
 @dataclass
@@ -444,7 +298,7 @@ class Trainer:
         with base_model(self.model) if reference else contextlib.nullcontext():
             if not reference:
                 use_adapter(self.model, adapter)
-            for chunk in _chunk_chains(samples, self.config.minibatch_turns, self.config.minibatch_tokens):
+            for chunk in chunk_chains(samples, self.config.minibatch_turns, self.config.minibatch_tokens):
                 logp = self.token_logprobs([samples[i] for i in chunk])["logp"].float().cpu()
                 for b, i in enumerate(chunk):
                     lp = logp[b, logp.shape[1] - len(samples[i].completion_ids):].tolist()
@@ -460,72 +314,25 @@ class Trainer:
         return torch.autocast(device_type=self.accelerator.device.type, dtype=HALF_DTYPES[precision])
 
     def _forward(self, batch: list[Sample], pack: bool = True, hidden_only: bool = False):
-        """One forward pass over `batch` laid out as packed rows (see `_chains`): a row is the last member's prompt
-        and completion (its prompt only with `hidden_only`), right-padded: a real token's position is its column.
-        Returns the last hidden states (B, L, H) (final norm applied), the ids, and per sample its row and the
-        position where its completion starts in that row.
-
-        No attention mask: every real token sits before its row's padding, so causal attention alone gives it
-        exactly the keys it would see unpadded (the padding's own outputs are never read), and SDPA may take its
-        causal kernel, which can skip the keys after each query (a padding mask forces the full square; on the CPU
-        at rows of about 500 tokens the two measured alike)."""
-        chains = _chains(batch) if pack else [[i] for i in range(len(batch))]
-        rows = [batch[c[-1]].prompt_ids + ([] if hidden_only else batch[c[-1]].completion_ids) for c in chains]
-        ids, _, _ = pad(rows, self.tokenizer.pad_token_id, side="right", device=self.accelerator.device)
-        row_of, start = [0] * len(batch), [0] * len(batch)
-        for r, c in enumerate(chains):
-            for i in c:
-                row_of[i], start[i] = r, len(batch[i].prompt_ids)
-        if self.lean_model is not None and self._precision() == "no":   # fastdecode.hidden: the same numbers, packed
-            return hidden(self.lean_model, rows), ids, row_of, start
-        with self._autocast():   # the decoder body alone: no LM head here (`token_logprobs` applies it where needed;
-            # the causal LM's own call with logits_to_keep=1 still ran the head, through a copy of its weight per row
-            # under bf16 autocast: rows x vocabulary x hidden x 2 bytes, 272 MB a row for Qwen2.5-0.5B)
-            # and no position ids: a row's positions are its columns (given ones that restart at 0 on the padding
-            # would read to transformers as packed sequences, and it would build a mask for them)
-            out = self.model.get_decoder()(input_ids=ids, attention_mask=None, use_cache=False)
-        return out.last_hidden_state, ids, row_of, start
+        """`scoring.packed_forward` of `batch` on the trained model (the lean packed forward where it stands in)."""
+        lean = self.lean_model if self._precision() == "no" else None
+        return packed_forward(self.model, batch, self.tokenizer.pad_token_id, self.accelerator.device, lean,
+                              self._autocast, pack, hidden_only)
 
     def token_logprobs(self, batch: list[Sample], adapter: str | None = None, with_entropy: bool = False,
                        pack: bool = True):
-        """Log-probs of each sample's completion tokens under the active adapter, (B, K) with K the longest
-        completion (each sample's completion right-aligned in its row of the result), the rollout's sampling
-        log-probs and the completion mask in the same layout; with `adapter` and a critic also V(s) per sample
-        (read at the last prompt token), and with `with_entropy` the per-token entropy. Returns a dict.
-
-        With `pack` (the default) a role's consecutive turns of one game are scored in one sequence when each
-        prompt continues the previous prompt and completion token for token (see `_chains`): a causal model gives
-        every turn's tokens exactly the context its prompt gave them, so the result is the per-turn one, for a
-        fraction of the tokens. Logits are computed at the completion positions only: with a hub model's 150k-word
-        vocabulary, logits over every position would dominate the update's memory."""
+        """Log-probs of each sample's completion tokens under the active adapter (`scoring.completion_logprobs`: a
+        dict of "logp", "old", "mask" (S, K), with `with_entropy` "entropy"); with `adapter` and a critic also
+        "value", V(s) per sample read at the last prompt token. With `pack` (the default) a role's consecutive turns
+        of one game are scored in one sequence (`batching.chains`): the per-turn result, for a fraction of the
+        tokens."""
         hidden, ids, row_of, start = self._forward(batch, pack)
-        dev = ids.device
-        S, K = len(batch), max(len(s.completion_ids) for s in batch)
-        cmask, old = torch.zeros((S, K)), torch.zeros((S, K))
-        rows, cols = torch.zeros((S, K), dtype=torch.long), torch.zeros((S, K), dtype=torch.long)
-        for b, s in enumerate(batch):
-            n = len(s.completion_ids)
-            cmask[b, K - n:] = 1
-            old[b, K - n:] = torch.tensor(s.logprobs)
-            rows[b] = row_of[b]
-            # the position whose logits predict completion token k is start + k - 1; padding columns reuse the first
-            cols[b] = start[b] - 1 + torch.arange(K).sub(K - n).clamp(min=0)
-        rows, cols, cmask = rows.to(dev), cols.to(dev), cmask.to(dev)
-        with self._autocast():
-            logits = self.model.get_output_embeddings()(hidden[rows, cols])      # (S, K, V)
-        logits = logits.float() / self.config.temperature
-        targets = ids[rows, (cols + 1).clamp(max=ids.shape[1] - 1)]
-        if with_entropy:
-            logp, ent = token_logprobs_and_entropy(logits, targets)
-        else:
-            logp = token_logprobs(logits, targets)                              # (S, K)
-        res = {"logp": torch.where(cmask > 0, logp, torch.zeros_like(logp)), "old": old.to(dev), "mask": cmask}
+        res = completion_logprobs(self.model, hidden, ids, row_of, start, batch, self.config.temperature,
+                                  self._autocast, with_entropy)
         critic = self.critics.get(adapter)
         if critic is not None:
-            last = hidden[rows[:, 0], torch.tensor(start, device=dev) - 1]
+            last = hidden[torch.tensor(row_of, device=ids.device), torch.tensor(start, device=ids.device) - 1]
             res["value"] = critic(last if self.config.critic_trunk else last.detach())
-        if with_entropy:
-            res["entropy"] = ent * cmask
         return res
 
     @torch.no_grad()
@@ -534,7 +341,7 @@ class Trainer:
         use_adapter(self.model, adapter)
         self.model.eval()
         critic, out = self.critics[adapter], torch.zeros(len(samples))
-        for chunk in _chunk_chains(samples, self.config.minibatch_turns, self.config.minibatch_tokens):
+        for chunk in chunk_chains(samples, self.config.minibatch_turns, self.config.minibatch_tokens):
             batch = [samples[i] for i in chunk]
             hidden, ids, row_of, start = self._forward(batch, hidden_only=True)
             last = hidden[torch.tensor(row_of, device=ids.device), torch.tensor(start, device=ids.device) - 1]
@@ -554,26 +361,19 @@ class Trainer:
 
     def update(self, adapter: str, samples: list[Sample]) -> dict:
         """One update of one path: clipped surrogate (+ value loss, + k3 KL to the base model, - entropy bonus)
-        over its own tokens only. `epochs_per_step` passes over the rollout, each split into `minibatches` shuffled
-        minibatches of whole games (one optimizer step each; `_minibatches`); inside a minibatch gradients
-        accumulate over chunks of `minibatch_turns` turns. The loss of a minibatch is its token mean over every
-        process's share of it. Only the first optimizer step sees ratios of exactly 1.
+        over its own tokens only (`losses.chunk_loss`). `epochs_per_step` passes over the rollout, each split into
+        `minibatches` shuffled minibatches of whole games (one optimizer step each; `batching.minibatches`); inside a
+        minibatch gradients accumulate over chunks of `minibatch_turns` turns. The loss of a minibatch is its token
+        mean over every process's share of it. Only the first optimizer step sees ratios of exactly 1.
 
         Returns the path's stats, token-weighted means over this process's samples, averaged over the epochs: loss,
         clipfrac, approx_kl, ratio (see losses.policy_loss; every minibatch counts, so with one optimizer step per
         rollout clipfrac and approx_kl are 0), kl; with ppo value_loss, value, explained_variance (of V_old for the
         returns G over the path's batch, before the update) and critic_lr; entropy with entropy_coef; lr."""
-        cfg, acc = self.config, self.accelerator
+        cfg = self.config
         use_adapter(self.model, adapter)
         self.model.train()
-        opt = self.optimizers[adapter]
-        kl_coef = self.kl_coef(adapter)
-        n_tokens = sum(len(s.completion_ids) for s in samples)
-
-        def global_sum(n: int) -> int:   # every process calls it equally often: the same optimizer steps everywhere
-            return int(acc.reduce(torch.tensor(n, device=acc.device), reduction="sum")) \
-                if acc.num_processes > 1 else n
-
+        kl_coef, n_tokens = self.kl_coef(adapter), sum(len(s.completion_ids) for s in samples)
         # per path and step: token-weighted means over the chunks, averaged over the epochs (PPO's diagnostics
         # approx_kl, clipfrac and the critic's explained_variance as CleanRL logs them; see losses.policy_loss)
         stats = {"loss": 0.0, "clipfrac": 0.0, "approx_kl": 0.0, "ratio": 0.0, "kl": 0.0}
@@ -583,10 +383,8 @@ class Trainer:
                                                              torch.tensor([s.ret for s in samples]))
         if cfg.entropy_coef:
             stats["entropy"] = 0.0
-        params = [p for g in opt.param_groups for p in g["params"]]
-        if global_sum(n_tokens) == 0:
+        if self._global_sum(n_tokens) == 0:
             return stats
-        head = set(self.critics[adapter].parameters()) if adapter in self.critics else set()
         if self._recompute_old():
             samples = self.recompute_logprobs(adapter, samples)
         if kl_coef:   # the reference pass once per rollout, before any chunk holds a graph (not per chunk and epoch)
@@ -595,69 +393,53 @@ class Trainer:
         for epoch in range(cfg.epochs_per_step):
             # the minibatch split's own stream (dialogrl.seeds), keyed by what it is for: a resumed run replays it
             rng = random.Random(stream_seed("minibatches", cfg.seed, self.step_count, adapter, epoch))
-            for mb in _minibatches(samples, cfg.minibatches, rng):
-                mb_tokens = global_sum(sum(len(samples[i].completion_ids) for i in mb))
-                mb_turns = global_sum(len(mb))
+            for mb in minibatches(samples, cfg.minibatches, rng):
+                batch = [samples[i] for i in mb]
+                mb_tokens = self._global_sum(sum(len(s.completion_ids) for s in batch))
+                mb_turns = self._global_sum(len(batch))
                 if mb_tokens == 0:
                     continue
-                opt.zero_grad(set_to_none=True)
-                batch = [samples[i] for i in mb]
-                for idx in _chunk_chains(batch, cfg.minibatch_turns, cfg.minibatch_tokens):
+                self.optimizers[adapter].zero_grad(set_to_none=True)
+                for idx in chunk_chains(batch, cfg.minibatch_turns, cfg.minibatch_tokens):
                     chunk = [batch[i] for i in idx]
                     res = self.token_logprobs(chunk, adapter, with_entropy=bool(cfg.entropy_coef))
-                    logp, old, mask = res["logp"], res["old"], res["mask"]
-                    adv = torch.zeros_like(logp)
-                    segments = torch.full_like(logp, -1, dtype=torch.long)
-                    for b, s in enumerate(chunk):
-                        adv[b] = s.advantage
-                        segments[b] = b
-                    # each term is a mean over the chunk, weighted by the chunk's share of what the minibatch's mean
-                    # runs over: tokens for token means, turns for the per-turn ones (the value loss; the policy
-                    # loss at the utterance level), so the chunking never changes the update
-                    weight = mask.sum().item() / mb_tokens        # token means over the minibatch
-                    per_turn = len(chunk) / mb_turns              # turn means over the minibatch
-                    share = mask.sum().item() / n_tokens          # the stats: token mean over this process's rollout
-                    loss, st = policy_loss(logp, old, adv, mask, clip_eps=cfg.clip_eps,
-                                           clip_eps_high=cfg.clip_eps_high, level=cfg.ratio_level, segments=segments)
-                    total = loss * (weight if cfg.ratio_level == "token" else per_turn)
-                    if "value" in res:
-                        v_old = torch.tensor([s.value for s in chunk], device=logp.device)
-                        ret = torch.tensor([s.ret for s in chunk], device=logp.device)
-                        vl = value_loss(res["value"], v_old, ret, torch.ones_like(ret), clip_eps=cfg.value_clip)
-                        total = total + cfg.vf_coef * vl * per_turn
-                        stats["value_loss"] += vl.item() * share
-                        stats["value"] += res["value"].mean().item() * share
-                    if kl_coef:
-                        ref = torch.zeros_like(logp)
-                        for b, s in enumerate(chunk):
-                            ref[b, ref.shape[1] - len(s.ref_logprobs):] = torch.tensor(s.ref_logprobs)
-                        kl = masked_mean(kl_k3(logp, ref), mask)
-                        total = total + kl_coef * kl * weight
-                        stats["kl"] += kl.item() * share
-                    if cfg.entropy_coef:
-                        ent = masked_mean(res["entropy"], mask)
-                        total = total - cfg.entropy_coef * ent * weight
-                        stats["entropy"] += ent.item() * share
+                    # each chunk weighed by its share of what the minibatch's means run over: tokens for token
+                    # means, turns for the per-turn ones, so the chunking never changes the update
+                    weight, per_turn = res["mask"].sum().item() / mb_tokens, len(chunk) / mb_turns
+                    total, terms = chunk_loss(res, chunk, cfg, kl_coef, weight, per_turn)
                     self.scaler.scale(total).backward()
+                    share = res["mask"].sum().item() / n_tokens   # the stats: token mean over this process's rollout
                     stats["loss"] += total.item() / weight * share
-                    for n in ("clipfrac", "approx_kl", "ratio"):
-                        stats[n] += st[n] * share
-                self._sync_gradients(params)
-                self.scaler.unscale_(opt)   # fp16: true gradients before clipping (else a no-op)
-                # the policy's and the critic's gradients are clipped apart: a value loss in reward units squared
-                # would otherwise set the joint norm and shrink the policy's step
-                torch.nn.utils.clip_grad_norm_([p for p in params if p not in head], cfg.max_grad_norm)
-                if head:
-                    torch.nn.utils.clip_grad_norm_(list(head), cfg.max_grad_norm)
-                self.scaler.step(opt)       # fp16: skipped when a gradient overflowed (the same on every process)
-                self.scaler.update()
+                    for n, v in terms.items():
+                        stats[n] += v * share
+                self._optimizer_step(adapter)
         self.schedulers[adapter].step()
         self.model.eval()
         out = {k: (v / cfg.epochs_per_step if k != "explained_variance" else v) for k, v in stats.items()}
         out["lr"] = self.schedulers[adapter].get_last_lr()[0]
-        if head:
+        if adapter in self.critics:
             out["critic_lr"] = self.schedulers[adapter].get_last_lr()[1]
         return out
+
+    def _global_sum(self, n: int) -> int:
+        """n summed over processes (every process calls it equally often: the same optimizer steps everywhere)."""
+        acc = self.accelerator
+        return int(acc.reduce(torch.tensor(n, device=acc.device), reduction="sum")) if acc.num_processes > 1 else n
+
+    def _optimizer_step(self, adapter: str) -> None:
+        """The path's optimizer step on the gradients its chunks accumulated: summed over processes, unscaled (fp16),
+        the policy's and the critic's clipped apart (a value loss in reward units squared would otherwise set the
+        joint norm and shrink the policy's step)."""
+        opt = self.optimizers[adapter]
+        params = [p for g in opt.param_groups for p in g["params"]]
+        head = set(self.critics[adapter].parameters()) if adapter in self.critics else set()
+        self._sync_gradients(params)
+        self.scaler.unscale_(opt)   # fp16: true gradients before clipping (else a no-op)
+        torch.nn.utils.clip_grad_norm_([p for p in params if p not in head], self.config.max_grad_norm)
+        if head:
+            torch.nn.utils.clip_grad_norm_(list(head), self.config.max_grad_norm)
+        self.scaler.step(opt)       # fp16: skipped when a gradient overflowed (the same on every process)
+        self.scaler.update()
 
     # ---------------------------------------------------------------------------------------------- loop
     def step(self) -> dict:
@@ -742,7 +524,7 @@ class Trainer:
                                                or (cfg.save_every and self.step_count % cfg.save_every == 0)):
                 self.save_checkpoint(Path(checkpoint_dir) / f"step-{self.step_count:06d}")
                 if cfg.keep_checkpoints and acc.is_main_process:
-                    for old in _checkpoints(checkpoint_dir)[:-cfg.keep_checkpoints]:
+                    for old in checkpoint.saved(checkpoint_dir)[:-cfg.keep_checkpoints]:
                         shutil.rmtree(old, ignore_errors=True)
             shown = {n: v for n, v in row.items() if n.startswith("reward/") or n.endswith("/loss")}
             bar.set_postfix({n: f"{v:.3g}" for n, v in shown.items()})
@@ -766,103 +548,17 @@ class Trainer:
         return True
 
     # ------------------------------------------------------------------------------------- checkpoints
-    def _rngs(self) -> dict[str, random.Random]:
-        """The private RNGs of the fixed agents (scripted personas, population members), by a stable name."""
-        found = {}
-        for role, spec in sorted(self.roles.items()):
-            if spec.agent is None:
-                continue
-            members = getattr(spec.agent, "members", {"": spec.agent})
-            for name, agent in sorted(members.items()):
-                if isinstance(getattr(agent, "rng", None), random.Random):
-                    found[f"{role}/{name}"] = agent.rng
-        return found
-
     def save_checkpoint(self, path: str | Path) -> Path:
-        """Adapters, value heads, optimizers, schedulers, every RNG state and the step, in one file (main
-        process only; every process holds the same weights)."""
-        path = Path(path)
-        if not self.accelerator.is_main_process:
-            return path
-        path.mkdir(parents=True, exist_ok=True)
-        numpy_state = np.random.get_state()
-        state = {
-            "step": self.step_count,
-            **self.config_dict(),
-            "adapters": {a: {n: p.detach().cpu().clone() for n, p in adapter_parameters(self.model, a).items()}
-                         for a in self.adapter_roles},
-            "critics": {a: c.state_dict() for a, c in self.critics.items()},
-            "optimizers": {a: o.state_dict() for a, o in self.optimizers.items()},
-            "schedulers": {a: s.state_dict() for a, s in self.schedulers.items()},
-            "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
-                    "numpy": [numpy_state[0], numpy_state[1].tolist(), *(x.item() if hasattr(x, "item") else x
-                                                                         for x in numpy_state[2:])],
-                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                    "agents": {n: r.getstate() for n, r in self._rngs().items()}},
-        }
-        tmp = path / "trainer.pt.tmp"        # written aside and renamed: a killed save leaves the last one whole
-        torch.save(state, tmp)
-        os.replace(tmp, path / "trainer.pt")
-        return path
+        """Adapters, value heads, optimizers, schedulers, RNG states and the step, in one file (`checkpoint.save`)."""
+        return checkpoint.save(self, path)
 
     def resume(self, checkpoint_dir: str | Path) -> Path | None:
-        """Load the newest checkpoint under checkpoint_dir that loads; a damaged one (a save cut short by a full disk,
-        say) is passed over with a warning naming it. None when there is none; CheckpointError when none loads."""
-        found = _checkpoints(checkpoint_dir)
-        for path in reversed(found):
-            try:
-                self.load_checkpoint(path)
-                return path
-            except CheckpointDamagedError as err:   # another configuration is not passed over: it raises
-                warnings.warn(f"{err}; resuming from the checkpoint before it", stacklevel=2)
-        if found:
-            raise CheckpointError(f"no checkpoint under {checkpoint_dir} loads ({', '.join(p.name for p in found)})")
-        return None
+        """Load the newest checkpoint under checkpoint_dir that loads (`checkpoint.resume`); None when there is none."""
+        return checkpoint.resume(self, checkpoint_dir)
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Restore a checkpoint written by save_checkpoint: training continues as if it had never stopped. Tensors and
-        plain data only (`weights_only`); a checkpoint of another configuration (any field but the run's length,
-        saving and logging) or other roles is refused, naming the fields that differ."""
-        file = Path(path) / "trainer.pt"
-        if not file.exists():
-            raise FileNotFoundError(f"no trainer checkpoint at {file}")
-        try:
-            state = torch.load(file, map_location="cpu", weights_only=True)
-        except Exception as err:   # truncated (zip), garbled, or not tensors and plain data
-            lines = str(err).splitlines() or [""]
-            detail = next((x.strip() for x in lines if "WeightsUnpickler error" in x), lines[0])  # torch's is long
-            raise CheckpointDamagedError(f"the checkpoint {file} does not load ({type(err).__name__}: {detail})"
-                                         ) from err
-        mine = self.config_dict()
-        theirs = {f.name: state["config"].get(f.name, f.default) for f in fields(TrainConfig)}  # older: defaults
-        differ = [f"{k}: {theirs[k]!r} there, {v!r} here" for k, v in mine["config"].items()
-                  if k not in RESUMABLE and theirs[k] != v]
-        differ += [f"role {r}: {state.get('roles', {}).get(r)!r} there, {v!r} here" for r, v in mine["roles"].items()
-                   if state.get("roles", {}).get(r) != v]
-        if differ or set(state["adapters"]) != set(self.adapter_roles):
-            raise CheckpointError(f"the checkpoint {file} is of another training run; it differs in "
-                                  f"{'; '.join(differ) or 'its update paths ' + str(sorted(state['adapters']))}")
-        with torch.no_grad():
-            for a, tensors in state["adapters"].items():
-                params = adapter_parameters(self.model, a)
-                for n, t in tensors.items():
-                    params[n].copy_(t)
-        for a, sd in state["critics"].items():
-            self.critics[a].load_state_dict(sd)
-        for a, sd in state["optimizers"].items():
-            self.optimizers[a].load_state_dict(sd)
-        for a, sd in state["schedulers"].items():
-            self.schedulers[a].load_state_dict(sd)
-        rng = state["rng"]
-        random.setstate(_as_tuples(rng["python"]))
-        np.random.set_state((rng["numpy"][0], np.array(rng["numpy"][1], dtype=np.uint32), *rng["numpy"][2:]))
-        torch.set_rng_state(rng["torch"])
-        if rng["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
-        for n, r in self._rngs().items():
-            if n in rng["agents"]:
-                r.setstate(_as_tuples(rng["agents"][n]))
-        self.step_count = state["step"]
+        """Restore a checkpoint of this training run (`checkpoint.load`): training continues as if it never stopped."""
+        checkpoint.load(self, path)
 
     def config_dict(self) -> dict:
         """The effective configuration: every TrainConfig field, per role its RoleSpec (the fixed agent's name), and
@@ -881,78 +577,6 @@ class Trainer:
         return g.get("initial_lr", g["lr"])
 
 
-def _chains(samples: list[Sample]) -> list[list[int]]:
-    """Runs of consecutive samples that are one sequence: each sample's prompt starts with the previous sample's
-    prompt and completion, token for token (one role's turns of one game, when the chat template keeps earlier turns
-    verbatim and the sampled tokens re-encode to themselves). A causal model scores every member's completion in
-    exactly its own context inside the last member's sequence."""
-    chains: list[list[int]] = []
-    for i, s in enumerate(samples):
-        if chains:
-            prev = samples[chains[-1][-1]]
-            n = len(prev.prompt_ids)
-            m = n + len(prev.completion_ids)
-            if (len(s.prompt_ids) >= m and s.prompt_ids[:n] == prev.prompt_ids
-                    and s.prompt_ids[n:m] == prev.completion_ids):
-                chains[-1].append(i)
-                continue
-        chains.append([i])
-    return chains
-
-
-def _chunk_chains(samples: list[Sample], size: int, max_tokens: int | None = None) -> list[list[int]]:
-    """Indices of `samples` in chunks of whole chains (`_chains`) with at most `size` samples each and, with
-    `max_tokens`, at most that many tokens (`chunk_tokens`); a chain over either limit is one chunk. The chains are
-    sorted by sequence length so that each chunk pads little; the loss weighs each chunk by its share of tokens, so
-    the order does not change the update."""
-    chains = sorted(_chains(samples), key=lambda c: _row_length(samples, c))
-    chunks: list[list[int]] = []
-    rows = longest_completion = 0   # the open chunk's chains and longest completion: its tokens counted as it grows
-    for c in chains:
-        completion = max(len(samples[i].completion_ids) for i in c)
-        # the chains come shortest first, so this one's row is the chunk's longest (chunk_tokens, without re-chaining)
-        tokens = ((rows + 1) * _row_length(samples, c)
-                  + (len(chunks[-1]) + len(c) if chunks else 0) * max(longest_completion, completion))
-        if chunks and len(chunks[-1]) + len(c) <= size and (max_tokens is None or tokens <= max_tokens):
-            chunks[-1] += c
-            rows, longest_completion = rows + 1, max(longest_completion, completion)
-        else:
-            chunks.append(list(c))
-            rows, longest_completion = 1, completion
-    return chunks
-
-
-def _row_length(samples: list[Sample], chain: list[int]) -> int:
-    return len(samples[chain[-1]].prompt_ids) + len(samples[chain[-1]].completion_ids)
-
-
-def chunk_tokens(samples: list[Sample], chunk: list[int]) -> int:
-    """What one forward/backward chunk holds: its packed rows padded to the longest (hidden states through every
-    layer) plus samples x the longest completion (the positions whose vocabulary-wide logits it computes)."""
-    chains = _chains([samples[i] for i in chunk])
-    picked = [samples[i] for i in chunk]
-    rows = len(chains) * max(_row_length(picked, c) for c in chains)
-    return rows + len(chunk) * max(len(s.completion_ids) for s in picked)
-
-
-def _minibatches(samples: list[Sample], n: int, rng: random.Random) -> list[list[int]]:
-    """Indices of `samples` in `n` minibatches (PPO's minibatches: one optimizer step each) of whole chains
-    (`_chains`: a role's turns of one game), the chains shuffled by `rng` and dealt out in turns of about equal
-    count; each minibatch keeps the samples' order, so its chains pack as before. n = 1: every sample, unshuffled.
-    With fewer chains than n, some minibatches are empty (still returned: every process takes the same steps)."""
-    if n == 1:
-        return [list(range(len(samples)))]
-    chains = _chains(samples)
-    rng.shuffle(chains)
-    bounds = np.linspace(0, len(samples), n + 1)   # cut the shuffled turns into n parts at whole chains
-    out: list[list[int]] = [[] for _ in range(n)]
-    done = 0
-    for c in chains:
-        k = min(int(np.searchsorted(bounds, done + len(c) / 2, side="right")) - 1, n - 1)
-        out[k] += c
-        done += len(c)
-    return [sorted(m) for m in out]
-
 
 def _with_id(scenario, scenario_id: int):
     """The scenario with another id (a dataclass with an `id` field; any other scenario as it is)."""
@@ -961,23 +585,4 @@ def _with_id(scenario, scenario_id: int):
     return scenario
 
 
-def _checkpoints(checkpoint_dir: str | Path) -> list[Path]:
-    """The checkpoint folders under checkpoint_dir (step-NNNNNN with a trainer.pt), oldest first."""
-    return [p.parent for p in sorted(Path(checkpoint_dir).glob("step-*/trainer.pt"))]
-
-
-def _as_tuples(state):
-    """A random.Random state as getstate() gives it (tuples), from what a checkpoint may hold (lists)."""
-    return tuple(_as_tuples(x) for x in state) if isinstance(state, (list, tuple)) else state
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that belongs to another training run (the message names what differs), or none that loads."""
-
-
-class CheckpointDamagedError(CheckpointError):
-    """A checkpoint file that does not load: truncated, garbled, or holding more than tensors and plain data."""
-
-
-# the TrainConfig fields a run may change when it resumes: how long it runs, how it saves and where it reports
-RESUMABLE = ("steps", "save_every", "keep_checkpoints", "report_to", "log_dir")
+__all__ = ["Trainer", "RoleSpec", "TrainConfig"]   # the config beside the trainer, as TRL exports them
