@@ -395,7 +395,7 @@ def test_compared_methods_and_judge_claims():
 
     assert compared_methods("score.interactive_minus_static@same") == ["interactive", "static"]
     assert compared_methods("mismatch.telesales.unilateral-seller_minus_base") == ["unilateral-seller"]
-    assert compared_methods("partner_gap.calibrated") == ["calibrated"]
+    assert compared_methods("counterpart_gap.calibrated") == ["calibrated"]
     claims = {"s.a_minus_b": {"diff": 0.2, "ci": [0.1, 0.3]}, "s.a_minus_b@same": {"diff": 0.2, "ci": [0.1, 0.3]},
               "s.c_minus_base": {"diff": 0.0, "ci": [-0.05, 0.05]}}
     power = {"s.a_minus_b": {"paper_effect": 0.15, "mde": 0.1}, "s.c_minus_base": {"paper_effect": None, "mde": 0.08}}
@@ -410,3 +410,22 @@ def test_compared_methods_and_judge_claims():
     base = games.assign(method=games["method"].replace({"b": "base"}))
     assert method_check(base, "a", "reward", 2.0) == manipulation_check(base[base["method"] == "a"],
                                                                         base[base["method"] == "base"], "reward", 2.0)
+
+
+def test_a_renamed_claim_key_reads_as_the_current_one(tmp_path):
+    """Runs recorded before a claim key was renamed (RENAMED) read under the current key: a stored excerpt, a run's
+    summary and `compare` alike, so the paper tables and comparisons name one key."""
+    import json
+
+    from dialogrl.claims import current_keys, load_excerpt
+    from dialogrl.compare import run_rows
+
+    claim = {"diff": 0.4, "ci": [-0.2, 1.0], "seeds": 3, "verdict": "not resolved"}
+    old = {"run": "20261201-000000__cpu", "claims": {"partner_gap.calibrated": claim, "score.a_minus_b": claim},
+           "power": {"partner_gap.calibrated": {"mde": 1.0}}}
+    assert set(current_keys(old)["claims"]) == {"counterpart_gap.calibrated", "score.a_minus_b"}
+    assert set(current_keys(old)["power"]) == {"counterpart_gap.calibrated"}
+    path = tmp_path / "01_x.json"
+    path.write_text(json.dumps(old))
+    assert "counterpart_gap.calibrated" in load_excerpt(path)["claims"]
+    assert set(run_rows([path])[0]["claims"]) == {"counterpart_gap.calibrated", "score.a_minus_b"}

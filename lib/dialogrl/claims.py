@@ -357,11 +357,24 @@ def verdicts_in_block(paper: str | Path) -> dict[str, str]:
     return out
 
 
+# claim keys renamed since runs were recorded: an older run's or a stored excerpt's key reads as the current one
+RENAMED = {"partner_gap.": "counterpart_gap."}   # one word for the counterpart outside the social game (2026-12-07)
+
+
+def current_keys(record: dict) -> dict:
+    """A summary or excerpt with its claims (and their power records) under the current keys (RENAMED)."""
+    def key(k: str) -> str:
+        old = next((o for o in RENAMED if k.startswith(o)), None)
+        return RENAMED[old] + k[len(old):] if old else k
+    return {**record, **{part: {key(k): v for k, v in record[part].items()}
+                         for part in ("claims", "power") if isinstance(record.get(part), dict)}}
+
+
 def load_excerpt(path: str | Path) -> dict:
     excerpt = read_json(path)
     if not isinstance(excerpt, dict) or not isinstance(excerpt.get("claims"), dict):
         raise ValueError(f"{path}: not a claims excerpt (a mapping with its claims)")
-    return excerpt
+    return current_keys(excerpt)
 
 
 def excerpt_path(stem: str, papers_dir: str | Path = "papers", confirm: bool = False) -> Path:
@@ -391,6 +404,7 @@ def refresh_claims(stem: str, run_dir: str | Path | None = None, papers_dir: str
         if not (run_dir / "summary.json").is_file():
             raise ValueError(f"{run_dir}: no summary.json (not a finished notebook run folder)")
         summary = read_json(run_dir / "summary.json")
+        summary = current_keys(summary) if isinstance(summary, dict) else summary
         profile = (read_json(run_dir / "config.json") if (run_dir / "config.json").is_file() else {}).get("profile")
         if not isinstance(summary, dict) or not summary.get("claims"):
             raise ValueError(f"{run_dir / 'summary.json'}: no claims (a notebook's finished run writes them)")
@@ -562,7 +576,7 @@ def claim_base(key: str) -> str:
 def compared_methods(key: str, base: str = "base") -> list[str]:
     """The trained methods a claim compares, read off its key's last part: `<a>_minus_<b>` names a and b, anything
     else one method (`mismatch.vs_minus_base@same` -> ["vs"], `score.interactive_minus_static` -> ["interactive",
-    "static"], `partner_gap.calibrated` -> ["calibrated"]); the untrained `base` is left out."""
+    "static"], `counterpart_gap.calibrated` -> ["calibrated"]); the untrained `base` is left out."""
     return [m for m in claim_base(key).rsplit(".", 1)[-1].split("_minus_") if m != base]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dialogrl.claims import VERDICTS, _num, paper_effect_text
+from dialogrl.claims import VERDICTS, _num, current_keys, paper_effect_text
 from dialogrl.run import read_json, write_text
 
 
@@ -32,7 +32,7 @@ def run_rows(runs) -> list[dict]:
     rows = []
     for run in map(Path, runs):
         if run.is_file() and run.suffix == ".json":
-            excerpt = _load(run)
+            excerpt = current_keys(_load(run))
             if "claims" not in excerpt:
                 raise ValueError(f"{run}: not a claims excerpt (papers/claims/<stem>.json) or a run folder")
             name = str(excerpt.get("run", run.stem))
@@ -44,7 +44,8 @@ def run_rows(runs) -> list[dict]:
             continue
         if not (run / "summary.json").is_file():
             raise ValueError(f"{run}: not a finished run folder (no summary.json)")
-        summary, config, env = _load(run / "summary.json"), _load(run / "config.json"), _load(run / "env.json")
+        summary, config, env = current_keys(_load(run / "summary.json")), _load(run / "config.json"), _load(
+            run / "env.json")
         commit = (env.get("git_commit") or "")[:7] or "?"
         seconds = _load(run / "timings.json").get("seconds")
         seeds = summary.get("seeds", config.get("n_seeds"))
