@@ -93,6 +93,9 @@ def test_every_notebook_is_a_registered_paper_with_its_files():
     assert list(methods.papers()) == notebooks
     for paper in methods.papers().values():
         assert methods.missing_files(paper, REPO) == [], paper.stem
+        opening = (REPO / "papers" / f"{paper.stem}.md").read_text().splitlines()[:40]
+        assert any(line.startswith("## What the runs decided") for line in opening), \
+            f"papers/{paper.stem}.md: its result ('## What the runs decided') within its first 40 lines"
 
 
 def test_an_unknown_paper_and_one_registered_twice_are_refused(tmp_path, monkeypatch):
