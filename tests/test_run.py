@@ -296,3 +296,27 @@ for name, write in [("text", lambda: write_text(folder / "paper.md", "the new pa
     assert (tmp_path / "paper.md").read_text() == "the old paper\n"
     assert (tmp_path / "fig.png").read_bytes() == b"the old figure"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png", "paper.md"]
+
+
+def test_the_steps_fp16_skipped_reach_the_summary(tmp_path):
+    """`<adapter>/skipped_steps` (a running count per training run in metrics.jsonl) is summed into summary.json's
+    `skipped_steps` by finish_run, per run and in total; a run that skipped none (or never counted: no fp16) adds
+    no key, so its summary is what it always was."""
+    import json
+    import time
+
+    from dialogrl.run import append_jsonl, finish_run, skipped_steps
+
+    rows = [{"method": "ibrl", "seed": 0, "step": 0, "seller/skipped_steps": 0, "buyer/skipped_steps": 1, "time": 1.0},
+            {"method": "ibrl", "seed": 0, "step": 1, "seller/skipped_steps": 2, "buyer/skipped_steps": 1},
+            {"method": "ibrl", "seed": 1, "step": 0, "seller/skipped_steps": 0, "buyer/skipped_steps": 0}]
+    append_jsonl(tmp_path / "metrics.jsonl", rows)
+    assert skipped_steps(tmp_path) == {"total": 3, "runs": {"method=ibrl/seed=0/seller": 2,
+                                                            "method=ibrl/seed=0/buyer": 1}}
+    finish_run(tmp_path, {"a": 1}, time.time())
+    assert json.loads((tmp_path / "summary.json").read_text())["skipped_steps"]["total"] == 3
+    clean = tmp_path / "clean"
+    clean.mkdir()
+    append_jsonl(clean / "metrics.jsonl", [{"method": "x", "seed": 0, "step": 0, "policy/loss": 0.1}])
+    finish_run(clean, {"a": 1}, time.time())
+    assert json.loads((clean / "summary.json").read_text()) == {"a": 1}

@@ -452,6 +452,28 @@ def test_fp16_autocast_scales_the_loss_and_still_learns(dond_toy_dir, monkeypatc
     assert any(not torch.equal(p, after[n]) for n, p in before.items())   # a step was taken (no overflow skip)
 
 
+def test_fp16_steps_skipped_on_overflow_are_counted_and_kept_by_a_checkpoint(dond_toy_dir, monkeypatch, tmp_path):
+    """An overflow under fp16 makes the scaler skip the optimizer step: the weights stay, the step is counted
+    (`<adapter>/skipped_steps` in the step's metrics: never hidden) and a checkpoint keeps the count and the scale."""
+    import dialogrl.rl.trainer as trainer_module
+
+    monkeypatch.setattr(trainer_module, "resolve_precision", lambda p, device: "fp16" if p == "bf16" else p)
+    real = trainer_module.chunk_loss
+    monkeypatch.setattr(trainer_module, "chunk_loss", lambda *a, **k: (lambda t, terms: (t * float("inf"), terms))(
+        *real(*a, **k)))   # every gradient overflows
+    trainer = make_trainer(dond_toy_dir, mixed_precision="bf16")
+    before = {n: p.detach().clone() for n, p in adapter_parameters(trainer.model, "A").items()}
+    scale = trainer.scaler.get_scale()
+    seed_everything(10)
+    row = trainer.step()
+    assert row["A/skipped_steps"] == 1 and row["B/skipped_steps"] == 1 and trainer.scaler.get_scale() < scale
+    assert all(torch.equal(p, adapter_parameters(trainer.model, "A")[n]) for n, p in before.items())
+    trainer.save_checkpoint(tmp_path / "step-000001")
+    again = make_trainer(dond_toy_dir, mixed_precision="bf16")
+    again.load_checkpoint(tmp_path / "step-000001")
+    assert again.skipped_steps == {"A": 1, "B": 1} and again.scaler.get_scale() == trainer.scaler.get_scale()
+
+
 def test_minibatches_split_whole_games_and_replay_with_their_key(dond_toy_dir):
     import random
 

@@ -500,11 +500,31 @@ def print_timings(timings: Sequence[dict]) -> None:
         print(f"{names}: train {t['train_s']:5.0f} s, eval {t['eval_s']:4.0f} s")
 
 
+def skipped_steps(run_dir: str | os.PathLike) -> dict:
+    """The optimizer steps fp16's loss scaler skipped in a run's training (`<adapter>/skipped_steps`, a running count
+    per training run in metrics.jsonl): {"total", "runs": {"<tags>/<adapter>": count}} with the runs that skipped
+    any; {} when no training run logged the count (no fp16) or none skipped a step."""
+    path = Path(run_dir) / "metrics.jsonl"
+    last: dict[str, int] = {}
+    for row in read_jsonl(path) if path.is_file() else []:
+        tags = "/".join(f"{k}={v}" for k, v in row.items() if not isinstance(v, float) and k != "step" and "/" not in k)
+        for k, v in row.items():
+            if k.endswith("/skipped_steps"):
+                key = f"{tags}/{k.rsplit('/', 1)[0]}".lstrip("/")
+                last[key] = max(last.get(key, 0), int(v))
+    runs = {k: v for k, v in last.items() if v}
+    return {"total": sum(runs.values()), "runs": runs} if runs else {}
+
+
 def finish_run(run_dir: str | os.PathLike, summary: dict, started: float, **timings: Any) -> float:
-    """Write summary.json (non-finite values as None: `no_nan`; with the preregistration the run found when it
-    started, PREREGISTRATION) and timings.json (the seconds since `started`, a time.time(), and `timings`), and
-    remove the finished training runs kept for a resume (<run_dir>/jobs); returns those seconds."""
+    """Write summary.json (non-finite values as None: `no_nan`; with the optimizer steps fp16 skipped, when any:
+    `skipped_steps`; with the preregistration the run found when it started, PREREGISTRATION) and timings.json (the
+    seconds since `started`, a time.time(), and `timings`), and remove the finished training runs kept for a resume
+    (<run_dir>/jobs); returns those seconds."""
     seconds = round(time.time() - started, 1)
+    skipped = skipped_steps(run_dir)
+    if skipped:   # fp16: optimizer steps the loss scaler skipped (overflows), counted where a reader sees them
+        summary = {**summary, "skipped_steps": skipped}
     if (Path(run_dir) / PREREGISTRATION).is_file():   # what was registered when the run started (`preregistration`)
         summary = {**summary, "preregistration": read_json(Path(run_dir) / PREREGISTRATION)}
     save_summary(run_dir, no_nan(summary))

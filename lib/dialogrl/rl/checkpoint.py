@@ -47,6 +47,7 @@ def save(trainer, path: str | Path) -> Path:
         "critics": {a: c.state_dict() for a, c in trainer.critics.items()},
         "optimizers": {a: o.state_dict() for a, o in trainer.optimizers.items()},
         "schedulers": {a: s.state_dict() for a, s in trainer.schedulers.items()},
+        "scaler": trainer.scaler.state_dict(), "skipped_steps": dict(trainer.skipped_steps),   # fp16's loss scale
         "rng": {"python": random.getstate(), "torch": torch.get_rng_state(),
                 "numpy": [numpy_state[0], numpy_state[1].tolist(), *(x.item() if hasattr(x, "item") else x
                                                                      for x in numpy_state[2:])],
@@ -108,6 +109,9 @@ def load(trainer, path: str | Path) -> None:
         trainer.optimizers[a].load_state_dict(sd)
     for a, sd in state["schedulers"].items():
         trainer.schedulers[a].load_state_dict(sd)
+    if trainer.scaler.is_enabled() and state.get("scaler"):   # older checkpoints and disabled scalers hold none
+        trainer.scaler.load_state_dict(state["scaler"])
+    trainer.skipped_steps = dict(state.get("skipped_steps", {}))
     rng = state["rng"]
     random.setstate(_as_tuples(rng["python"]))
     np.random.set_state((rng["numpy"][0], np.array(rng["numpy"][1], dtype=np.uint32), *rng["numpy"][2:]))

@@ -140,6 +140,7 @@ class Trainer:
                            else None)
         # fp16 autocast needs loss scaling (small gradients underflow in float16); a disabled scaler passes through
         self.scaler = torch.amp.GradScaler(dev.type, enabled=self._precision() == "fp16")
+        self.skipped_steps: dict[str, int] = {}   # per path: optimizer steps fp16's scaler skipped (an overflow)
         if self.adapter_roles:
             cfg.warn_unclipped()
 
@@ -417,6 +418,8 @@ class Trainer:
         self.model.eval()
         out = {k: (v / cfg.epochs_per_step if k != "explained_variance" else v) for k, v in stats.items()}
         out["lr"] = self.schedulers[adapter].get_last_lr()[0]
+        if self.scaler.is_enabled():   # fp16: the path's optimizer steps skipped so far (overflows), never hidden
+            out["skipped_steps"] = self.skipped_steps.get(adapter, 0)
         if adapter in self.critics:
             out["critic_lr"] = self.schedulers[adapter].get_last_lr()[1]
         return out
@@ -438,8 +441,11 @@ class Trainer:
         torch.nn.utils.clip_grad_norm_([p for p in params if p not in head], self.config.max_grad_norm)
         if head:
             torch.nn.utils.clip_grad_norm_(list(head), self.config.max_grad_norm)
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
         self.scaler.step(opt)       # fp16: skipped when a gradient overflowed (the same on every process)
         self.scaler.update()
+        if scale is not None and self.scaler.get_scale() < scale:   # the scale backs off after an overflow only
+            self.skipped_steps[adapter] = self.skipped_steps.get(adapter, 0) + 1
 
     # ---------------------------------------------------------------------------------------------- loop
     def step(self) -> dict:
