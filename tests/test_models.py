@@ -220,3 +220,29 @@ def test_grouped_query_attention_without_copies_matches_transformers_sdpa(toy_mo
     theirs[real].square().mean().backward()
     for (name, p), q in zip(model.named_parameters(), reference.parameters()):
         assert torch.allclose(p.grad, q.grad, atol=1e-5, rtol=1e-4), name
+
+
+def test_the_precision_knob_maps_to_weights_and_autocast(monkeypatch):
+    """`precision` (a notebook knob) -> load_model's bf16 weights and the trainer's mixed_precision: fp32 on a CPU
+    under auto; bf16 where a GPU has it; fp16 (float32 weights, fp16 autocast with loss scaling) where it does not."""
+    import warnings
+
+    import torch
+
+    from dialogrl import models
+
+    assert models.precision_settings("auto", "cpu") == {"bf16": False, "mixed_precision": "no"}
+    assert models.precision_settings("fp32", "cpu") == {"bf16": False, "mixed_precision": "no"}
+    assert models.precision_settings("fp16", "cpu") == {"bf16": False, "mixed_precision": "fp16"}
+    assert models.precision_settings("bf16", "cpu") == {"bf16": True, "mixed_precision": "bf16"}
+    with pytest.raises(ValueError, match="precision='half': choose one of auto, bf16, fp16, fp32"):
+        models.precision_settings("half")
+    monkeypatch.setattr(models, "choose_device", lambda device="auto": torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for native, expect in ((True, {"bf16": True, "mixed_precision": "bf16"}),       # an H100
+                           (False, {"bf16": False, "mixed_precision": "fp16"})):    # a T4
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True, n=native: n)
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            assert models.precision_settings("auto") == expect
+            assert models.precision_settings("bf16") == expect

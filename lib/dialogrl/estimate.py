@@ -234,7 +234,10 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
     parameters a token, per epoch; the behaviour and reference passes, 2 x parameters a token each) and full
     fine-tunes (6 x parameters a token) at `tflops`, one run at a time. Hub models only (`hub.HUB_CONFIGS`).
     `minibatch_tokens` None: the profile's own."""
-    precision = ("bf16" if device.bf16 else "fp16") if params.get("bf16") else "no"
+    # the notebook's precision knob (models.precision_settings) on this device; a notebook with the older bf16 knob
+    # (04, until its confirmatory run is done) reads as auto where it asks for bf16, fp32 where not
+    knob = params.get("precision", "auto" if params.get("bf16") else "fp32")
+    precision = "no" if knob == "fp32" else "fp16" if knob == "fp16" or not device.bf16 else "bf16"
     lora_r = params.get("lora_r", 8)
     minibatch_tokens = minibatch_tokens if minibatch_tokens is not None else params.get("minibatch_tokens")
     epochs = params.get("epochs_per_step", 1)

@@ -58,6 +58,32 @@ def resolve_precision(precision: str, device) -> str:
     return precision
 
 
+PRECISIONS = ("auto", "bf16", "fp16", "fp32")   # a notebook's `precision` knob
+
+
+def precision_settings(precision: str, device="auto") -> dict:
+    """What a notebook's `precision` knob sets, on `device` ("auto": the device load_model picks): {"bf16": the
+    weights in bfloat16 (`load_model(bf16=...)`, decoding too), "mixed_precision": the update's autocast
+    (`TrainConfig.mixed_precision`)}.
+
+        fp32   float32 weights, no autocast (the CPU default)
+        bf16   bfloat16 weights and bf16 autocast (a GPU of compute capability 8+: A100, H100, L4, RTX 30xx/40xx)
+        fp16   float32 weights and fp16 autocast with loss scaling, its skipped steps counted (`skipped_steps`): a GPU
+               without bf16 (Colab's T4, a V100)
+        auto   bf16 where bf16 runs natively, fp16 on a CUDA GPU without it, fp32 on a CPU (or MPS)
+
+    bf16 asked for on a GPU without it becomes fp16 with a warning (`resolve_precision`)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision={precision!r}: choose one of {', '.join(PRECISIONS)}")
+    dev = torch.device(choose_device(device))
+    if precision == "auto":
+        precision = "bf16" if dev.type == "cuda" else "fp32"
+    if precision == "fp32":
+        return {"bf16": False, "mixed_precision": "no"}
+    resolved = resolve_precision(precision, dev)   # bf16 without native support: fp16
+    return {"bf16": resolved == "bf16", "mixed_precision": resolved}
+
+
 def sdpa_grouped(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None, is_causal=None,
                  **kwargs):
     """transformers' SDPA attention, except that on CPU grouped-query heads read the shared key/value heads in place.

@@ -159,3 +159,47 @@ def require_room(records: Mapping[str, dict]) -> None:
                           for name, r in bad.items())
         raise ValueError(f"no room to learn: {lines}. The design is refused before training (papers/PROTOCOL.md, "
                          "'Counterparts that respond, and room tests')")
+
+
+def show_design_checks(run_dir, counterparts: Mapping[str, dict], rooms: Mapping[str, dict], question: str,
+                       top: int | None = None, what: str = "the policy's training reward against {name}",
+                       **more) -> None:
+    """A notebook's design checks, shown and kept: each counterpart's responsiveness record (captioned `question`),
+    each room test's references, best first (`top` of them; captioned `what`, with the room's name for {name}, its
+    base and its ceiling), then design_checks.json (`run.save_design_checks`, with `more`), written before a design
+    can be refused."""
+    import pandas as pd
+
+    from dialogrl.run import save_design_checks
+
+    show(pd.DataFrame(counterparts).T[["good", "bad", "diff", "ci", "responds"]].style.set_caption(question))
+    for name, room in rooms.items():
+        refs = pd.DataFrame(room["references"]).T
+        refs = refs.sort_values("mean", ascending=False).head(top) if top else refs
+        show(refs.style.set_caption(f"{what.format(name=name)} (base {room['base']:.3f}); the best reference, "
+                                    f"{room['reference']}, is the checks' attainable ceiling"))
+    save_design_checks(run_dir, counterparts, rooms, **more)
+
+
+def responsive_panel(records: Mapping[str, dict], heldout: Sequence[str], mode: str = "responsive",
+                     what: str = "held-out counterpart") -> list[str]:
+    """The held-out counterparts a notebook's pooled claims read (`claims_panel`): with mode "responsive" those of
+    `heldout` whose responsiveness records respond (one checked in several roles, keys `<name>@<role>`, in each),
+    with "all" every one (the summary says which). A ValueError when none is left: nothing to judge methods by."""
+    if mode == "all":
+        return list(heldout)
+    panel = [c for c in heldout if all(r["responds"] for key, r in records.items() if key.split("@")[0] == c)]
+    if not panel:
+        raise ValueError(f"no {what} responds ({list(heldout)}): nothing to judge the methods against; "
+                         "claims_panel='all' reads them all (and says so)")
+    return panel
+
+
+def show(obj) -> None:
+    """Display in a notebook (IPython), print elsewhere."""
+    try:
+        from IPython.display import display
+    except ImportError:
+        print(obj)
+    else:
+        display(obj)
