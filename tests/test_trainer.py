@@ -646,7 +646,7 @@ def test_a_notebooks_temperature_knob_is_the_trainers(stem):
 def test_the_trainers_engine_and_temperature_reach_every_agent_built_on_its_model(dond_toy_dir, monkeypatch):
     """One road: the rollout's roles, held-out evaluation (`evaluate.panel_eval`) and SCOPE's simulator pool all build
     their LM agents through `Trainer.lm_agent`, so the engine's agent class (VLLMAgent with engine="vllm") and the
-    config's temperature and turn length reach each of them (a stand-in class marks what was built)."""
+    config's temperature, turn length and token budget reach each of them (a stand-in class marks what was built)."""
     from dialogrl.agents import LMAgent
     from dialogrl.evaluate import panel_eval
     from dialogrl.rl.methods import scope
@@ -656,18 +656,20 @@ def test_the_trainers_engine_and_temperature_reach_every_agent_built_on_its_mode
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            Marked.built.append((self.adapter, self.name, self.temperature, self.max_new_tokens))
+            Marked.built.append((self.adapter, self.name, self.temperature, self.max_new_tokens,
+                                 self.max_batch_tokens))
 
     monkeypatch.setattr(Trainer, "_agent_class", lambda self: Marked)
-    trainer = make_trainer(dond_toy_dir, temperature=0.55, max_new_tokens=9)
+    trainer = make_trainer(dond_toy_dir, temperature=0.55, max_new_tokens=9, max_batch_tokens=4096)
     assert all(isinstance(trainer.agents[r], Marked) for r in ("A", "B"))
     panel_eval(TASK, "A", {"fair": ScriptedAgent("fair")}, TASK.sample_scenarios(1, seed=3))(trainer)
-    assert ("A", "policy", 0.55, 9) in Marked.built
+    assert ("A", "policy", 0.55, 9, 4096) in Marked.built
 
     spec = scope.method_spec("population", {}, policy_role="A", sim_role="B", pool_size=2, pool_every=1)
     model, tok = load_model(str(dond_toy_dir), adapters=spec.adapters, device="cpu", lora_r=4)
     pooled = Trainer(TASK, model, tok, spec.roles, TrainConfig(steps=1, scenarios_per_step=2, group_size=2,
-                                                               max_new_tokens=9, temperature=0.55))
+                                                               max_new_tokens=9, temperature=0.55,
+                                                               max_batch_tokens=4096))
     spec.hooks[0](pooled)   # the pool's first snapshot: a member built on the checkpoint's slot
-    assert ("pool-0", "pool-0@0", 0.55, 9) in Marked.built
+    assert ("pool-0", "pool-0@0", 0.55, 9, 4096) in Marked.built
     assert all(isinstance(m, Marked) for m in pooled.agents["B"].members.values())

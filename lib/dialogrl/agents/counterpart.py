@@ -186,16 +186,16 @@ class LMCounterpart(StreamingAgent):
         prompts = self.lm.encode(chats)
         prefixes = prefixes or [None] * len(chats)
         out = []
-        for start in range(0, len(prompts), self.batch_size):
+        for rows in chunks(prompts, self.batch_size, self.lm.max_batch_tokens):
             batch = decode_batch(self.lm.model, tok.pad_token_id, self.lm.stop_ids, 1, self.lm.sampling_logprobs,
                                  lean=self.lm.lean)
             if hasattr(batch, "lean"):                      # the lean engine: its fused weights built once, kept
                 self._lean = batch.lean = self._lean or batch.lean
-            for i in range(start, min(start + self.batch_size, len(prompts))):
+            for i in rows:
                 batch.add(i, prompts[i], prefixes[i])
             with torch.no_grad(), self.lm._context():
                 logits = batch.prefill()                    # key -> (V,)
-            for i in range(start, min(start + self.batch_size, len(prompts))):
+            for i in rows:
                 row = logits[i].float().log_softmax(-1)
                 out.append({a: torch.logsumexp(row[ids], 0).item() for a, ids in firsts[i].items()})
         return out
@@ -203,6 +203,20 @@ class LMCounterpart(StreamingAgent):
     def clear_cache(self) -> None:
         self.lm.clear_cache()
         self._talking, self._ready = {}, []
+
+
+def chunks(prompts: Sequence[Sequence[int]], rows: int, tokens: int | None = None) -> list[range]:
+    """Consecutive runs of `prompts`' indices of at most `rows` prompts and, with `tokens`, at most that many prompt
+    tokens each (a prompt over the budget alone): the batches of one scoring pass, bounded by tokens, not rows."""
+    out, start, held = [], 0, 0
+    for i, p in enumerate(prompts):
+        if i > start and (i - start >= rows or (tokens is not None and held + len(p) > tokens)):
+            out.append(range(start, i))
+            start, held = i, 0
+        held += len(p)
+    if len(prompts) > start:
+        out.append(range(start, len(prompts)))
+    return out
 
 
 def first_tokens(tok, answer: str) -> list[int]:

@@ -357,8 +357,8 @@ class FastDecodeBatch(RowQueue):
 
     def __init__(self, model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
-                 join_fraction: float = 0.25):
-        super().__init__(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+                 join_fraction: float = 0.25, max_tokens: int | None = None):
+        super().__init__(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction, max_tokens)
         self.lean = LeanModel(model)   # (self.keys and self.prompts: the live rows in slot order)
         self.kv = self.lens = self.n_new = self.sampled = self.sampled_lp = self.logits = None
 
@@ -387,7 +387,7 @@ class FastDecodeBatch(RowQueue):
         if self.adapters or self.logprob_fns or self.limits:
             raise ValueError("the lean engine decodes every row with the batch's one adapter, distribution and turn "
                              "length: a batch that agents share (sampling.SharedBatch) runs on the HF engine")
-        rows, self.queue = self.queue, []
+        rows = self._take()
         prompts = [q for _, q, _ in rows]
         # reuse n_i cached tokens; at least the prompt's last token must run to give the next-token logits
         cached = [min(common_prefix(p.ids, q), len(q) - 1) if p is not None else 0 for _, q, p in rows]
@@ -477,17 +477,18 @@ class FastDecodeBatch(RowQueue):
 
 def decode_batch(model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
-                 join_fraction: float = 0.25, lean: bool | None = None):
+                 join_fraction: float = 0.25, lean: bool | None = None, max_tokens: int | None = None):
     """A decode batch for `model` (the DecodeBatch interface): the lean engine (`dialogrl.agents.fastdecode`) where it
-    supports the model, else the HF forward (`DecodeBatch`).
+    supports the model, else the HF forward (`DecodeBatch`); max_tokens: its token budget (`sampling.RowQueue`).
 
     lean: None (the lean engine for supported fp32 models on the CPU, where the HF forward's Python overhead
     dominates a tiny model's step; on a GPU, or in bf16, the HF path keeps its kernels, numerics and memory as they
     are), True (wherever supported), False (always the HF path).
     """
     if uses_lean(model, lean):
-        return FastDecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
-    return DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+        return FastDecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction,
+                               max_tokens)
+    return DecodeBatch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction, max_tokens)
 
 
 def uses_lean(model, lean: bool | None = None) -> bool:
@@ -500,14 +501,17 @@ def uses_lean(model, lean: bool | None = None) -> bool:
 def sample_turns(model, prompts: Sequence[list[int]], pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor],
                  prefixes: Sequence[CachedPrefix | None] | None = None, keep_cache: bool = False,
-                 lean: bool | None = None, rngs: Sequence[random.Random | None] | None = None):
-    """Sample one completion per prompt in one DecodeBatch (all rows start together).
+                 lean: bool | None = None, rngs: Sequence[random.Random | None] | None = None,
+                 max_tokens: int | None = None):
+    """Sample one completion per prompt in one DecodeBatch (all rows start together, or as many as `max_tokens`
+    lets live at once: `sampling.RowQueue`).
 
     prompts: token ids per row. prefixes: per row, an earlier context's cache or None. lean: see `decode_batch`.
     rngs: per row, the random.Random its tokens are drawn from, or None (the global torch generator).
     Returns (completions, logprobs, caches), per row in order.
     """
-    batch = decode_batch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache=keep_cache, lean=lean)
+    batch = decode_batch(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache=keep_cache, lean=lean,
+                         max_tokens=max_tokens)
     none = [None] * len(prompts)
     for i, (q, p, rng) in enumerate(zip(prompts, prefixes if prefixes is not None else none, rngs or none)):
         batch.add(i, q, p, rng)

@@ -39,6 +39,9 @@ class LMAgent(StreamingAgent):
     lean=False) share one running batch, each row through its own agent's adapter (`sampling.SharedBatch`): two
     roles played by adapters of one model take one forward pass a decoding step, not one each. The lean engine (fp32
     on the CPU) folds one adapter into its weights, so there each agent keeps its own batch.
+    `max_batch_tokens` bounds what its decoding batch holds at once by tokens (each live row's prompt and turn
+    length; `sampling.RowQueue`), not by rows: a judge's long prompts or a population's many games wait their turn
+    instead of filling a GPU's memory (None: no bound; a shared batch takes the smallest of its agents' bounds).
     In a selection phase (Deal or No Deal, `selection` protocol) the agent does not decode: it uses the task's
     learned `selector` when it has one, else (with `select_by_likelihood`) it scores each of the task's
     `selection_candidates(state)` (every valid split of the pool and 'no agreement') by its log-likelihood and takes
@@ -54,8 +57,11 @@ class LMAgent(StreamingAgent):
     def __init__(self, model, tokenizer, adapter: str | None = None, name: str | None = None,
                  max_new_tokens: int = 48, temperature: float = 1.0, top_p: float = 1.0,
                  select_by_likelihood: bool = True, reuse_cache: bool = True, lean: bool | None = None,
-                 share_batch: bool = True):
+                 share_batch: bool = True, max_batch_tokens: int | None = None):
+        if max_batch_tokens is not None and max_batch_tokens < 1:
+            raise ValueError(f"max_batch_tokens={max_batch_tokens!r}: a positive token budget, or None")
         self.model, self.tok, self.adapter = model, tokenizer, adapter
+        self.max_batch_tokens = max_batch_tokens
         self.share_batch = share_batch
         self.lean = lean  # the decoding engine: see dialogrl.agents.fastdecode.decode_batch
         self.reuse_cache = reuse_cache
@@ -86,9 +92,13 @@ class LMAgent(StreamingAgent):
         """Queue one turn per request; it joins the running batch (continuing from the game's cached context)."""
         if self._batch is None and self.share_batch and not uses_lean(self.model, self.lean):
             self._batch = self._shared = SharedBatch.of(self.model, self.tok.pad_token_id, self.stop_ids)
+            if self.max_batch_tokens is not None:   # the smallest bound of the agents that share it
+                bound = self._shared.batch.max_tokens
+                self._shared.batch.max_tokens = min(bound or self.max_batch_tokens, self.max_batch_tokens)
         if self._batch is None:
             self._batch = decode_batch(self.model, self.tok.pad_token_id, self.stop_ids, self.max_new_tokens,
-                                       self.sampling_logprobs, keep_cache=self.reuse_cache, lean=self.lean)
+                                       self.sampling_logprobs, keep_cache=self.reuse_cache, lean=self.lean,
+                                       max_tokens=self.max_batch_tokens)
         for r in requests:
             if r.state.info.get("phase") == "select" and getattr(r.task, "selector", None) is not None:
                 self._ready.append((r, Utterance(r.task.selector(r.state, r.role))))  # the task's learned selection
@@ -163,7 +173,7 @@ class LMAgent(StreamingAgent):
         with self._context():
             completions, logps, _ = sample_turns(self.model, prompts, self.tok.pad_token_id, self.stop_ids,
                                                  self.max_new_tokens, self.sampling_logprobs, lean=self.lean,
-                                                 rngs=rngs)
+                                                 rngs=rngs, max_tokens=self.max_batch_tokens)
         return [Utterance(self.tok.decode(c, skip_special_tokens=True).strip(), p, c, lp)
                 for p, c, lp in zip(prompts, completions, logps)]
 

@@ -170,12 +170,17 @@ def _left_pad(t: torch.Tensor, width: int, dim: int) -> torch.Tensor:
 
 class RowQueue:
     """What both decoding engines share: their settings, the rows waiting to join (`add`), the live rows' keys and
-    prompts, and when the waiting rows join (the batch is empty, or at least `join_fraction` of the live rows wait)."""
+    prompts, and when the waiting rows join (the batch is empty, or at least `join_fraction` of the live rows wait).
+
+    max_tokens: a token budget on the live rows (None: none): rows join in their order only while every live row's
+    prompt and turn length (the most cache it can hold) fit in it, so a decoding batch's KV cache is bounded by
+    tokens, not by its count of rows; a row alone always joins an empty batch. Rows sampled from their own streams
+    (a game's) decode the same under any budget."""
 
     def __init__(self, model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
-                 join_fraction: float = 0.25):
-        self.pad_id, self.max_new_tokens = pad_id, max_new_tokens
+                 join_fraction: float = 0.25, max_tokens: int | None = None):
+        self.pad_id, self.max_new_tokens, self.max_tokens = pad_id, max_new_tokens, max_tokens
         self.logprob_fn, self.keep_cache, self.join_fraction = logprob_fn, keep_cache, join_fraction
         self.device = next(model.parameters()).device
         self.stop = torch.tensor(list(stop_ids), device=self.device)
@@ -232,14 +237,43 @@ class RowQueue:
         return sample_categorical(logp.exp(), rngs)                           # (B,)
 
     def prefill(self) -> dict[Hashable, torch.Tensor]:
-        """Join the waiting rows (one prefill forward, cached prefixes reused) and return every live row's
-        next-token logits (V,) by key, sampling nothing: to score how a prompt would go on (agents.counterpart)."""
+        """Join every waiting row (one prefill forward, cached prefixes reused; the caller sized them: the budget is
+        not applied) and return every live row's next-token logits (V,) by key, sampling nothing: to score how a
+        prompt would go on (agents.counterpart)."""
         if self.queue:
-            self._join()
+            budget, self.max_tokens = self.max_tokens, None
+            try:
+                self._join()
+            finally:
+                self.max_tokens = budget
         return {k: self.logits[b] for b, k in enumerate(self.keys)}
 
+    def _tokens(self, key: Hashable, prompt: Sequence[int]) -> int:
+        """The most cache a row can hold: its prompt and its turn length."""
+        return len(prompt) + self.limits.get(key, self.max_new_tokens)
+
+    def _admitted(self) -> int:
+        """How many queued rows, in order, join now: all of them without a budget; with one, those that fit beside
+        the live rows (one at least when none is live)."""
+        if self.max_tokens is None:
+            return len(self.queue)
+        held, n = sum(self._tokens(k, p) for k, p in zip(self.keys, self.prompts)), 0
+        for key, prompt, _ in self.queue:
+            held += self._tokens(key, prompt)
+            if held > self.max_tokens and (n or self.keys):
+                break
+            n += 1
+        return n
+
+    def _take(self) -> list[tuple[Hashable, list[int], CachedPrefix | None]]:
+        """The queued rows that join now (`_admitted`), out of the queue."""
+        n = self._admitted()
+        rows, self.queue = self.queue[:n], self.queue[n:]
+        return rows
+
     def _join_due(self) -> bool:
-        return bool(self.queue) and (not self.keys or len(self.queue) >= self.join_fraction * len(self.keys))
+        return (bool(self.queue) and (not self.keys or len(self.queue) >= self.join_fraction * len(self.keys))
+                and self._admitted() > 0)
 
 
 class DecodeBatch(RowQueue):
@@ -257,8 +291,8 @@ class DecodeBatch(RowQueue):
 
     def __init__(self, model, pad_id: int, stop_ids: Sequence[int], max_new_tokens: int,
                  logprob_fn: Callable[[torch.Tensor], torch.Tensor], keep_cache: bool = False,
-                 join_fraction: float = 0.25):
-        super().__init__(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction)
+                 join_fraction: float = 0.25, max_tokens: int | None = None):
+        super().__init__(model, pad_id, stop_ids, max_new_tokens, logprob_fn, keep_cache, join_fraction, max_tokens)
         self.model = model
         # live rows (besides keys and prompts): sampled ids and log-probs; batch tensors: the cache, its (B, W) mask,
         # the next position per row and the logits of each row's next token
@@ -307,7 +341,7 @@ class DecodeBatch(RowQueue):
         return layers, mask, next_pos, out.logits[:, -1]
 
     def _join(self) -> None:
-        rows, self.queue = self.queue, []
+        rows = self._take()
         layers, mask, next_pos, logits = self._prefill(rows)
         self.keys += [k for k, _, _ in rows]
         self.prompts += [q for _, q, _ in rows]

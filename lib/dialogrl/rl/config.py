@@ -72,6 +72,8 @@ class TrainConfig:
     lr_schedule: str = "constant"     # constant | linear (decays to 0 at `steps`)
     warmup_steps: int = 0             # linear warmup of the learning rate
     max_new_tokens: int = 48          # per turn
+    max_batch_tokens: int | None = None  # decoding's token budget: what an LM agent's batch holds at once (each live
+                                      # row's prompt and turn length; None: no bound): `agents.lm.LMAgent`
     temperature: float = 1.0          # sampling temperature of the policies
     max_grad_norm: float = 1.0
     mixed_precision: str = "no"       # no | bf16 | fp16 autocast in the update ("no": accelerate launch's setting)
@@ -108,8 +110,9 @@ class TrainConfig:
         for name in ("steps", "scenarios_per_step", "group_size", "epochs_per_step", "minibatches", "minibatch_turns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be >= 1")
-        if self.minibatch_tokens is not None and self.minibatch_tokens < 1:
-            raise ValueError(f"minibatch_tokens={self.minibatch_tokens!r}: must be >= 1 (or None: no limit)")
+        for name in ("minibatch_tokens", "max_batch_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)!r}: must be >= 1 (or None: no limit)")
         for name in ("gamma", "lam"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)!r}: must be in [0, 1]")

@@ -265,12 +265,13 @@ class Trainer:
 
     def lm_agent(self, adapter: str | None, name: str | None = None, **kwargs) -> LMAgent:
         """The trainer's LM agent on `adapter` (None: the warm start): the one road by which the config's engine,
-        temperature and turn length reach every agent built on the trained model (the rollout's roles, held-out
-        evaluation `evaluate.panel_eval`, the static trainer's policies, SCOPE's simulator pool). kwargs: the agent's
-        own further options (e.g. reuse_cache)."""
+        temperature, turn length and decoding token budget reach every agent built on the trained model (the
+        rollout's roles, held-out evaluation `evaluate.panel_eval`, the static trainer's policies, SCOPE's simulator
+        pool). kwargs: the agent's own further options (e.g. reuse_cache)."""
         cfg = self.config
         return self._agent_class()(self.model, self.tokenizer, adapter=adapter, name=name or adapter or "base",
-                                   max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature, **kwargs)
+                                   max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+                                   max_batch_tokens=cfg.max_batch_tokens, **kwargs)
 
     def _agent_class(self) -> type:
         """The agent class of the LM roles: LMAgent, or VLLMAgent with engine="vllm" (vllm imported only then)."""
