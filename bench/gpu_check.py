@@ -26,6 +26,8 @@ Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_alloc
   memory-model  a hub-shaped Qwen2.5-0.5B (random weights, committed config): one update of a gpu-profile-shaped
              chunk, its measured peak over the memory model's prediction (dialogrl.estimate), and the KV cache's
              bytes a token over hub.kv_bytes_per_token's
+  rates      the same model's batched decoding pass (ms) and the update's sustained TFLOP/s: the rates the estimate
+             assumes, measured (`python -m dialogrl estimate --calibrate <report>` reads them: report["rates"])
   notebooks  each notebook at its `gpu` profile with the embedded models in place of the hub models and the smoke
              profile's sizes (papermill; wall time, and whether it wrote its summary.json)
 The last lines are a markdown table (paste it into papers/README.md with the date and the GPU) and the JSON's path.
@@ -283,6 +285,62 @@ def memory_stage(row: dict, device: str, small: bool, half: bool) -> None:
     row["measured_over_predicted"] = round(row["measured_gib"] / row["predicted_gib"], 3)
 
 
+def rates_stage(row: dict, device: str, small: bool, half: bool, rows: int = 32, context: int = 512,
+                tokens: int = 4096) -> None:
+    """The two rates `dialogrl.estimate` assumes, measured on a hub-shaped Qwen2.5-0.5B (random weights from the
+    committed config; 2 layers with --small): `forward_ms`, one batched decoding pass (`rows` rows each holding
+    `context` tokens of KV cache, the mean of 20 passes after 5 to warm up), and `tflops`, the update's sustained rate
+    (forward and input gradients through the frozen weights, 4 x parameters a token, as the estimate counts them, over
+    one chunk of `tokens` tokens with a LoRA adapter, bf16 autocast where the weights are bf16). `python -m dialogrl
+    estimate --calibrate <this report>` reads them (and the device's memory) in place of the assumed ones."""
+    import torch
+
+    from dialogrl.estimate import param_count
+    from dialogrl.models import add_adapters, hub_shaped_model
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    model, _ = hub_shaped_model("Qwen/Qwen2.5-0.5B-Instruct", device=device, bf16=half,
+                                **({"num_hidden_layers": 2} if small else {}))
+    model.eval()
+    with torch.no_grad():
+        cache = model(input_ids=torch.randint(0, 1000, (rows, context), device=device), use_cache=True).past_key_values
+        step = torch.randint(0, 1000, (rows, 1), device=device)
+        times = []
+        for k in range(25):
+            sync()
+            t0 = time.perf_counter()
+            model(input_ids=step, past_key_values=cache, use_cache=True)
+            sync()
+            if k >= 5:
+                times.append(time.perf_counter() - t0)
+            cache.crop(-1)   # each pass on the same cache length
+    del cache
+    model = add_adapters(model, ["A"], r=16, alpha=32)
+    model.train()
+    ids = torch.randint(0, 1000, (max(1, tokens // 512), 512), device=device)
+    autocast = torch.autocast(device, dtype=torch.bfloat16) if half else torch.autocast(device, enabled=False)
+
+    def update() -> None:
+        with autocast:
+            out = model.get_base_model().model(input_ids=ids).last_hidden_state
+        out.float().pow(2).mean().backward()
+
+    update()   # kernels chosen, memory grown
+    sync()
+    t0 = time.perf_counter()
+    update()
+    sync()
+    seconds = time.perf_counter() - t0
+    row.update(forward_ms=round(1000 * sum(times) / len(times), 2), forward_rows=rows, forward_context=context,
+               tflops=round(4 * param_count(model.config) * ids.numel() / seconds / 1e12, 3),
+               update_tokens=ids.numel(), layers=model.config.num_hidden_layers,
+               memory_gib=round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)
+               if device == "cuda" else None)
+
+
 def notebook_check_parameters(stem: str, paths: dict[str, str], stand_in: str = "embedded") -> dict:
     """The notebook's gpu profile (params/<stem>/gpu.yaml) at the smoke profile's sizes, with the embedded models
     in `paths` ({game: folder}), or the packaged model (stand_in="packaged"), in place of its hub models. Raises
@@ -404,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
     if library:
         with Stage(report, "memory-model", device) as row:
             memory_stage(row, device, args.small, device == "cuda")
+        with Stage(report, "rates", device) as row:
+            rates_stage(row, device, args.small, device == "cuda")
+            report["rates"] = {k: row[k] for k in ("forward_ms", "tflops", "memory_gib")}
+            report["rates"]["bf16"] = (device == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False))
     out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     for stem in stems:
         with Stage(report, f"notebook-{stem}", device) as row:

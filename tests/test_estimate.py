@@ -147,3 +147,28 @@ def test_the_command_line_estimates_a_profile_on_a_given_gpu():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "profile colab, on a GPU of 12 GiB" in out.stdout and "(fits 12)" in out.stdout
     assert "(**no**)" in out.stdout   # two runs at once need 12.6 GiB
+
+
+def test_a_gpu_check_report_calibrates_the_estimate(tmp_path, capsys):
+    """`estimate --calibrate <report>`: bench/gpu_check.py's measured rates (its `rates` stage: a decoding pass's ms,
+    the update's TFLOP/s, the GPU's memory) replace the assumed ones, so the first lent GPU turns the estimate into a
+    measurement; a report without them is refused, naming the file."""
+    from dialogrl.__main__ import main
+    from dialogrl.estimate import calibrated
+
+    report = {"date": "2026-12-08 10:00", "device_name": "NVIDIA H200", "stages": [],
+              "rates": {"forward_ms": 50.0, "tflops": 40.0, "memory_gib": 139.8, "bf16": True}}
+    path = tmp_path / "gpu_check.json"
+    path.write_text(json.dumps(report))
+    device = calibrated(DEVICES["gpu"], report)
+    assert (device.forward_ms, device.tflops, device.memory_gib, device.bf16) == (50.0, 40.0, 139.8, True)
+    stem = "04_ibrl_bilateral"
+    assumed = sum(r["hours"] for r in estimate(stem, profile_params(stem, "gpu")))
+    measured = sum(r["hours"] for r in estimate(stem, profile_params(stem, "gpu"), device))
+    assert measured > 1.5 * assumed   # twice the assumed pass time, 40 TFLOP/s against 100
+    assert main(["estimate", stem, "--calibrate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA H200 (rates measured by gpu_check, 2026-12-08 10:00)" in out and "50 ms a decoding pass" in out
+    (tmp_path / "cpu.json").write_text(json.dumps({"stages": []}))
+    assert main(["estimate", stem, "--calibrate", str(tmp_path / "cpu.json")]) == 2
+    assert "cpu.json: no measured rates" in capsys.readouterr().err

@@ -58,7 +58,7 @@ def test_the_library_stages_run_on_the_cpu(tmp_path):
     report = json.loads(out.read_text())
     stages = {r["stage"]: r for r in report["stages"]}
     assert {"build", "load", "rollout", "update-grpo", "update-rloo", "update-ppo", "checkpoint",
-            "memory-model"} <= set(stages)
+            "memory-model", "rates"} <= set(stages)
     assert stages["checkpoint"]["resumed_steps"] == [1] and stages["checkpoint"]["identical"]   # exact on the CPU
     assert not [r for r in report["stages"] if "error" in r]
     assert stages["rollout"]["transformers_tokens_per_s"] > 0 and stages["rollout"]["lean_tokens_per_s"] > 0
@@ -66,5 +66,6 @@ def test_the_library_stages_run_on_the_cpu(tmp_path):
     memory = stages["memory-model"]   # on the CPU: the KV cache counted, the update's peak predicted (measured on CUDA)
     assert memory["kv_bytes_per_token"] == memory["kv_bytes_per_token_predicted"] > 0
     assert memory["predicted_gib"] > 0 and memory["row_tokens"] + memory["logit_positions"] <= 4096
+    assert report["rates"]["forward_ms"] > 0 and report["rates"]["tflops"] > 0   # what estimate --calibrate reads
     assert "| stage | seconds |" in res.stdout
 

@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     est.add_argument("--bandwidth", type=float, default=None, help="the GPU's GB/s (default: the profile's GPU's)")
     est.add_argument("--tflops", type=float, default=None, help="the update's sustained TFLOP/s (default: the GPU's)")
     est.add_argument("--minibatch-tokens", type=int, default=None, help="bound the update's chunks (tokens)")
+    est.add_argument("--calibrate", default=None, metavar="REPORT",
+                     help="bench/gpu_check.py's JSON report: its measured rates and GPU in place of the assumed")
 
     args = parser.parse_args(argv)
     # each command imports the modules it runs, here and in its helper: `--help` and a misspelt argument answer
@@ -122,7 +124,13 @@ def main(argv: list[str] | None = None) -> int:
             from dialogrl.estimate import DEVICES, estimate_table
             from dialogrl.rl.methods import papers
 
-            device = replace(DEVICES[args.profile], **{k: v for k, v in (
+            device = DEVICES[args.profile]
+            if args.calibrate:
+                from dialogrl.estimate import calibrated
+                from dialogrl.run import read_json
+
+                device = calibrated(device, read_json(args.calibrate), args.calibrate)
+            device = replace(device, **{k: v for k, v in (
                 ("memory_gib", args.gpu_memory), ("forward_ms", args.forward_ms), ("bandwidth", args.bandwidth),
                 ("tflops", args.tflops)) if v is not None})
             if args.gpu_memory is not None:

@@ -189,6 +189,20 @@ DEVICES = {"gpu": Device("one 80 GB GPU (H100)", 80.0, 25.0, 2000.0, 100.0, True
            "colab": Device("Colab's T4 (15 GiB usable)", 15.0, 40.0, 200.0, 20.0, False)}   # 320 GB/s, 65 peak
 
 
+def calibrated(device: Device, report: dict, source: str = "the gpu_check report") -> Device:
+    """`device` with the rates `bench/gpu_check.py` measured on a real GPU in place of the assumed ones: its report's
+    "rates" (forward_ms, tflops, memory_gib) and its GPU's name; a ValueError naming `source` when it has none (a
+    report written without CUDA, or before the rates stage existed)."""
+    rates = report.get("rates") if isinstance(report, dict) else None
+    if not rates or not all(isinstance(rates.get(k), (int, float)) for k in ("forward_ms", "tflops")):
+        raise ValueError(f"{source}: no measured rates (forward_ms, tflops): run bench/gpu_check.py on a CUDA GPU "
+                         "with its library stages")
+    name = f"{report.get('device_name', 'a GPU')} (rates measured by gpu_check, {report.get('date', '?')})"
+    memory = rates.get("memory_gib") if isinstance(rates.get("memory_gib"), (int, float)) else device.memory_gib
+    return Device(name, memory, float(rates["forward_ms"]), device.bandwidth, float(rates["tflops"]),
+                  bool(rates.get("bf16", device.bf16)))
+
+
 def workload(stem: str, p: dict) -> list[dict]:
     """What a notebook's training runs hold and do, from its parameters `p` (the cell's values under a profile): one
     record per kind of run, from its paper's `workload` (`rl.methods.Paper`): {"what", "model" (the trained one),
