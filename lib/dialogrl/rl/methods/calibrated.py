@@ -47,7 +47,8 @@ def method_spec(method: str, simulators: Mapping[str, Agent], policy_role: str =
                                trainer_kwargs={"contexts": contexts, "reward_model": reward_model})
 
 
-HUMAN_LOGS = 6117   # Deal or No Deal's logged human dialogues (12,234 lines, one per side: envs/dealnodeal)
+HUMAN_LOGS = 6318   # Deal or No Deal's human dialogues in the release's data.txt (12,234 lines, most stored once per
+#                     side: envs/dealnodeal/task.py), what the gpu and colab profiles read (`dealnodeal`)
 
 
 def workload(p: dict, base: dict) -> list[dict]:
