@@ -197,3 +197,25 @@ def test_the_ray_backend_on_a_local_cluster():
             map_runs(abs, [1], backend="dask")
     finally:
         ray.shutdown()
+
+
+def _runs_sharing(_job) -> int:
+    from dialogrl.parallel import runs_at_once
+
+    return runs_at_once()
+
+
+def test_each_worker_knows_how_many_runs_share_the_machine(monkeypatch):
+    """map_runs tells its workers how many runs share the machine (what a vLLM engine sizes its share of the GPU by:
+    six runs at a fixed 0.3 each asked for 1.8 GPUs); Ray's tasks reserve an equal share of a GPU where there is one
+    (a reservation of 0 hid the GPUs from them)."""
+    from dialogrl.agents.vllm_engine import memory_share
+    from dialogrl.parallel import auto_gpus_per_run
+
+    assert map_runs(_runs_sharing, range(3), processes=2) == [2, 2, 2]
+    assert map_runs(_runs_sharing, range(3), processes=1) == [1, 1, 1]   # the serial loop: this process alone
+    assert [memory_share(n) for n in (1, 2, 3, 6)] == pytest.approx([0.3, 0.3, 0.2, 0.1])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert auto_gpus_per_run(4) == 0.25
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert auto_gpus_per_run(4) == 0.0

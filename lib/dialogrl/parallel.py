@@ -58,8 +58,27 @@ def torch_threads(n: int | None):
 _TASK: tuple | None = None  # (fn, jobs) of the running map_runs: forked workers inherit it
 
 
-def _init_worker() -> None:
+RUNS_AT_ONCE = "DIALOGRL_RUNS_AT_ONCE"   # set in each worker: how many runs share the machine (and its GPU) with it
+
+
+def runs_at_once() -> int:
+    """How many runs share this process's machine: set in the workers of `map_runs`, 1 elsewhere (what a vLLM
+    engine sizes its share of the GPU by: `agents.vllm_engine.memory_share`)."""
+    try:
+        return max(1, int(os.environ.get(RUNS_AT_ONCE, "1")))
+    except ValueError:
+        return 1
+
+
+def auto_gpus_per_run(processes: int) -> float:
+    """A Ray task's GPU reservation when none is given: an equal share of one GPU per run at once where CUDA is
+    here (a reservation of 0 hides the GPUs from the task), none on a CPU-only machine."""
+    return 1.0 / max(1, processes) if torch.cuda.is_available() else 0.0
+
+
+def _init_worker(at_once: int = 1) -> None:
     torch.set_num_threads(1)
+    os.environ[RUNS_AT_ONCE] = str(at_once)
     # a forked worker's progress bars (transformers' "Loading weights") would send widget messages over the
     # notebook kernel's socket that no frontend displays (papermill logs them as stray messages)
     from transformers.utils import logging as hf_logging
@@ -78,14 +97,14 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _worker(payload: int | bytes, conn, gpu: int, parent: int) -> None:
+def _worker(payload: int | bytes, conn, gpu: int, parent: int, at_once: int = 1) -> None:
     """One job in its own process: `payload` is the job's index into the inherited `_TASK` (fork) or `(fn, job)`
     pickled by value (spawn). Sends back ("ok", result) or ("error", exception or None, traceback), as plain pickle
     bytes: multiprocessing's own pickler would send torch tensors as shared-memory handles that the receiver opens
     from a sender which has exited by then."""
     try:
         _die_with_parent(parent)
-        _init_worker()
+        _init_worker(at_once)
         if isinstance(payload, bytes):   # spawn: a fresh interpreter, its current GPU chosen before anything loads
             if torch.cuda.is_available():
                 torch.cuda.set_device(gpu % torch.cuda.device_count())
@@ -143,7 +162,8 @@ def _saved(file: Path) -> Any:
 
 def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threads: int | None = None,
              desc: str | None = None, cost: Callable[[Any], float] | None = None, method: str | None = None,
-             backend: str = "local", gpus_per_run: float = 0.0, keep: str | os.PathLike | None = None) -> list:
+             backend: str = "local", gpus_per_run: float | None = None, keep: str | os.PathLike | None = None
+             ) -> list:
     """[fn(job) for job in jobs], in order; with processes > 1 each job runs in a fresh worker process of one torch
     thread, at most `processes` at a time. threads: torch threads of the serial loop (None: unchanged).
     An exception in a job is raised here, the worker's traceback added as a note; a worker that dies (killed, out of
@@ -159,8 +179,9 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
     backend: "local" (the worker processes above) or "ray": the jobs go to a Ray cluster as tasks, at most
     `processes` at a time, each in a fresh worker process (`max_calls=1`) with `fn` and its job by value; the
     cluster is the one `RAY_ADDRESS` names, or the one this process already joined (`ray.init`), else a local one of
-    `processes` CPUs. gpus_per_run: the GPUs each Ray task reserves (0.5: two runs share one). Ray is an optional
-    extra (`pip install -e .[ray]`).
+    `processes` CPUs. gpus_per_run: the GPUs each Ray task reserves (0.5: two runs share one; None: one GPU shared
+    by the runs at once where CUDA is here, `auto_gpus_per_run`). Ray is an optional extra (`pip install -e .[ray]`).
+    Each worker knows how many runs share the machine with it (`runs_at_once`).
     keep: a folder where each job's result is saved as soon as the job finishes (pickled, written whole: aside, then
     renamed), named by the job's place and its repr, with the lines it logged to its run's files (metrics.jsonl,
     train_configs.jsonl: `run.recorded_appends`); a later call with the same folder and jobs takes the saved results,
@@ -183,7 +204,8 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
         raise ValueError(f"backend={backend!r}: local or ray")
     if backend == "ray":
         with progress(total=len(jobs), desc=desc, enabled=desc is not None, unit="run") as bar:
-            return _map_ray(fn, jobs, processes, dispatch_order(jobs, cost), gpus_per_run, bar)
+            gpus = auto_gpus_per_run(processes) if gpus_per_run is None else gpus_per_run
+            return _map_ray(fn, jobs, processes, dispatch_order(jobs, cost), gpus, bar)
     method = method or start_method()
     if method not in ("fork", "spawn"):
         raise ValueError(f"method={method!r}: fork or spawn")
@@ -197,7 +219,8 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
         import cloudpickle
     pending = dispatch_order(jobs, cost)[::-1]   # popped from the end: longest first
     running: dict = {}        # receiving end of a worker's pipe -> (job index, process, its slot)
-    free = list(range(min(processes, len(jobs))))[::-1]   # worker slots (slot i: GPU i modulo the visible ones)
+    slots = min(processes, len(jobs))
+    free = list(range(slots))[::-1]   # worker slots (slot i: GPU i modulo the visible ones)
     out: list = [None] * len(jobs)
     _TASK = (fn, jobs)
     try:
@@ -207,7 +230,7 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
                     i, slot = pending.pop(), free.pop()
                     payload = i if method == "fork" else cloudpickle.dumps((fn, jobs[i]))
                     receive, send = ctx.Pipe(duplex=False)
-                    worker = ctx.Process(target=_worker, args=(payload, send, slot, os.getpid()), daemon=True)
+                    worker = ctx.Process(target=_worker, args=(payload, send, slot, os.getpid(), slots), daemon=True)
                     worker.start()
                     send.close()   # the worker holds the sending end: its exit without a message reads as EOF
                     running[receive] = (i, worker, slot)
@@ -239,9 +262,9 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
             receive.close()
 
 
-def _ray_task(payload: bytes) -> bytes:
+def _ray_task(payload: bytes, at_once: int = 1) -> bytes:
     """One job as a Ray task: `(fn, job)` by value in, its result as plain pickle bytes out."""
-    _init_worker()
+    _init_worker(at_once)
     fn, job = pickle.loads(payload)
     return pickle.dumps(fn(job), protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -263,7 +286,7 @@ def _map_ray(fn, jobs: list, processes: int, order: list[int], gpus_per_run: flo
         while pending or running:
             while pending and len(running) < processes:
                 i = pending.pop()
-                running[task.remote(cloudpickle.dumps((fn, jobs[i])))] = i
+                running[task.remote(cloudpickle.dumps((fn, jobs[i])), min(processes, len(jobs)))] = i
             done, _ = ray.wait(list(running), num_returns=1)
             i = running.pop(done[0])
             try:

@@ -42,6 +42,20 @@ __all__ = ["VLLMAgent", "VLLMEngine"]
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)   # the max_lora_rank values vLLM accepts
 
 
+ENGINES_SHARE, ONE_ENGINE_SHARE = 0.6, 0.3   # of a GPU: all the runs' engines together, and one engine alone
+
+
+def memory_share(at_once: int | None = None) -> float:
+    """The share of the GPU one run's vLLM engine takes when `at_once` runs share it (None: `parallel.runs_at_once`,
+    what `map_runs` tells its workers): the engines together take at most ENGINES_SHARE, leaving the rest to the
+    training models, their optimizers and activations beside them, and one engine at most ONE_ENGINE_SHARE (a run
+    alone keeps room for its training model too). Six runs at the old fixed 0.3 each asked for 1.8 GPUs."""
+    from dialogrl.parallel import runs_at_once
+
+    n = runs_at_once() if at_once is None else max(1, at_once)
+    return min(ONE_ENGINE_SHARE, ENGINES_SHARE / n)
+
+
 class VLLMEngine:
     """One vLLM engine for one base model, with an adapter table and the shared-batch bookkeeping of its agents.
 
@@ -52,14 +66,16 @@ class VLLMEngine:
     model_path: the base model's folder (or hub id) as `from_pretrained` took it; dtype: "float32" | "bfloat16" |
     "float16" | "auto"; max_loras: adapters decoded in one step; max_lora_rank: at least the adapters' r (a value
     vLLM accepts, LORA_RANKS); gpu_memory_utilization: the share of the GPU vLLM takes (weights and KV cache), which
-    must leave room for the training model beside it; kv_cache_gib: the KV cache's size instead (on a CPU, where
+    must leave room for the training model beside it (None: `memory_share()`, sized by the runs that share the GPU);
+    kv_cache_gib: the KV cache's size instead (on a CPU, where
     the share would be of the machine's memory, give this); engine_args: any other `vllm.EngineArgs` field.
     """
 
     def __init__(self, model_path: str | os.PathLike, *, dtype: str = "auto", max_loras: int = 2,
-                 max_lora_rank: int = 8, max_model_len: int = 4096, gpu_memory_utilization: float = 0.3,
+                 max_lora_rank: int = 8, max_model_len: int = 4096, gpu_memory_utilization: float | None = None,
                  kv_cache_gib: float | None = None, seed: int = 0, **engine_args):
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")   # the engine core in this process
+        gpu_memory_utilization = memory_share() if gpu_memory_utilization is None else gpu_memory_utilization
         if kv_cache_gib is not None:
             engine_args.setdefault("kv_cache_memory_bytes", int(kv_cache_gib * 2**30))
         try:
