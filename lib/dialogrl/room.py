@@ -33,6 +33,7 @@ import numpy as np
 from dialogrl.claims import ROOM_SHARE
 from dialogrl.game import Agent, Probe, Task
 from dialogrl.rollout import play_cells
+from dialogrl.run import save_design_checks
 from dialogrl.seeds import stream_seed
 from dialogrl.stats import t_interval
 
@@ -169,8 +170,6 @@ def show_design_checks(run_dir, counterparts: Mapping[str, dict], rooms: Mapping
     base and its ceiling), then design_checks.json (`run.save_design_checks`, with `more`), written before a design
     can be refused."""
     import pandas as pd
-
-    from dialogrl.run import save_design_checks
 
     show(pd.DataFrame(counterparts).T[["good", "bad", "diff", "ci", "responds"]].style.set_caption(question))
     for name, room in rooms.items():

@@ -36,6 +36,7 @@ from dialogrl.agents.lm import LMAgent
 from dialogrl.agents.sampling import FORWARDS, Finished, SharedBatch
 from dialogrl.game import ActRequest
 from dialogrl.models import adapter_parameters
+from dialogrl.parallel import runs_at_once
 
 __all__ = ["VLLMAgent", "VLLMEngine"]
 
@@ -50,8 +51,6 @@ def memory_share(at_once: int | None = None) -> float:
     what `map_runs` tells its workers): the engines together take at most ENGINES_SHARE, leaving the rest to the
     training models, their optimizers and activations beside them, and one engine at most ONE_ENGINE_SHARE (a run
     alone keeps room for its training model too). Six runs at the old fixed 0.3 each asked for 1.8 GPUs."""
-    from dialogrl.parallel import runs_at_once
-
     n = runs_at_once() if at_once is None else max(1, at_once)
     return min(ONE_ENGINE_SHARE, ENGINES_SHARE / n)
 
