@@ -29,7 +29,8 @@ Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_alloc
   rates      the same model's batched decoding pass (ms) and the update's sustained TFLOP/s: the rates the estimate
              assumes, measured (`python -m dialogrl estimate --calibrate <report>` reads them: report["rates"])
   notebooks  each notebook at its `gpu` profile with the embedded models in place of the hub models and the smoke
-             profile's sizes (papermill; wall time, and whether it wrote its summary.json)
+             profile's sizes, two runs at once in spawned workers (papermill; wall time, and whether it wrote its
+             summary.json)
 The last lines are a markdown table (paste it into papers/README.md with the date and the GPU) and the JSON's path.
 """
 from __future__ import annotations
@@ -358,6 +359,9 @@ def notebook_check_parameters(stem: str, paths: dict[str, str], stand_in: str = 
     params.update({k: v for k, v in smoke.items() if k not in NOT_FROM_SMOKE})
     params.update({k: swap(v) for k, v in stand_ins(stem, stand_in).items()})
     params["profile"] = "gpu"
+    # two runs at once, as the gpu profiles run theirs (5-7): spawned workers after CUDA has started in the notebook,
+    # each taking its slot's GPU (the smoke profiles run one, which never exercised that path)
+    params["processes"] = 2
     return params
 
 

@@ -36,6 +36,7 @@ def test_notebook_runs_use_embedded_models_only(stem, stand_in, tmp_path):
     params = gpu_check.notebook_check_parameters(stem, paths, stand_in)
     assert set(params) <= set(notebook_parameters(REPO / "notebooks" / f"{stem}.ipynb"))
     assert params["profile"] == "gpu" and params.get("bf16", True) and params.get("precision", "auto") == "auto"
+    assert params["processes"] == 2   # spawned workers after CUDA, as the gpu profiles run
     for name, value in params.items():
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str) and "/" in v and not v.startswith(str(tmp_path)):
