@@ -1,5 +1,8 @@
+import ast
+import re
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from dialogrl.params import (
@@ -226,9 +229,8 @@ def test_a_declaration_the_cell_contradicts_is_refused(declared, needle):
 
 
 def _check_cell(nb_path: Path) -> str:
-    import nbformat
-
-    cells = [c.source for c in nbformat.read(nb_path, 4).cells if "params = check_params(" in c.source]
+    cells = [c.source for c in nbformat.read(nb_path, 4).cells if re.search(r"^params = \S+\(globals\(\)", c.source,
+                                                                            re.M)]
     assert len(cells) == 1, f"{nb_path.name}: one cell checks the parameters"
     return cells[0]
 
@@ -248,3 +250,23 @@ def test_every_notebook_checks_its_cell_and_profiles(nb_path):
         namespace = {**literals, **({"profile": profile} if profile else {})}
         exec(source, namespace)
         assert set(namespace["params"]) == set(literals), profile
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_notebook_name_shadows_a_parameter(nb_path):
+    """No import, function or class of a notebook's code cells takes a parameter's name: notebook 02 imported
+    `judge` (a claims function) after its parameter `judge`, so that `judge == "llm"` was always False and its gpu and
+    colab profiles' LLM judge silently became the rule judge."""
+    from dialogrl.params import cell_literals
+
+    literals = cell_literals(nb_path.stem if nb_path.parent.name == "notebooks" else str(nb_path.relative_to(REPO)))
+    bound = set()
+    for cell in nbformat.read(nb_path, 4).cells:
+        if cell.cell_type != "code" or "parameters" in cell.metadata.get("tags", []):
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                bound.add(node.name)
+    assert not bound & set(literals), f"{nb_path.name} binds parameter names: {sorted(bound & set(literals))}"

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dialogrl.run import read_json, registered_hashes, write_text
+from dialogrl.run import read_json, registered_hashes, show, write_text
 from dialogrl.stats import design_mde, paired_clustered, power_analysis, t_interval
 
 VERDICTS = ("holds", "refuted", "not tested", "not resolved")
@@ -592,3 +592,19 @@ def judge_claims(claims: Mapping[str, dict], power: Mapping[str, dict], checks: 
         paper = p.get("paper_effect") if effect is None else effect(key)
         out[key] = judge(c, paper, p.get("mde"), checks(key), effect_kind=effect_kind if paper is not None else "point")
     return out
+
+
+def verdicts(summary: dict, claims: Mapping[str, dict], power: Mapping[str, dict], manipulation: dict,
+             checks: Callable[[str], Mapping[str, dict]] | None = None, more: Mapping[str, dict] | None = None,
+             **judge_kwargs) -> dict[str, dict]:
+    """The last step of every notebook: the manipulation checks ({method: check}, or {task: {method: check}}) kept as
+    summary["manipulation"] and shown (`manipulation_table`), then every claim judged (`judge_claims`; checks(key)
+    gives the checks of the methods a claim compares, by default those its key names: `compared_methods`) with
+    `more` (claims judged apart) after them, kept as summary["claims"] and shown (`claims_table`). `judge_kwargs`
+    go to judge_claims (effect, effect_kind). Returns the judged claims."""
+    summary["manipulation"] = manipulation
+    show(manipulation_table(summary), markdown=True)
+    checks = checks or (lambda key: {m: manipulation[m] for m in compared_methods(key)})
+    summary["claims"] = {**judge_claims(claims, power, checks, **judge_kwargs), **(more or {})}
+    show(claims_table(summary), markdown=True)
+    return summary["claims"]

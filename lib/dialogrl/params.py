@@ -1,7 +1,9 @@
 """Notebook parameter checks, done before any work starts.
 
 The parameters cell holds literals only (papermill injects overrides after it); each literal gives its parameter's
-type. The cell after it declares what the types do not say, the choices and the ranges:
+type. What the types do not say, the choices and the ranges, each paper declares in its module
+(`dialogrl.rl.methods.<paper>.CHECKS`), and its notebook's cell after the parameters runs them with
+`params = <paper>.PAPER.parameters(globals())`, which is:
 
     resolve_profile(globals(), "01_calibrated_interactive_rl")
     params = check_params(globals(), {

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from dialogrl.stats import t_interval
+from dialogrl.stats import ci_dict, ci_long, summarize, t_interval
 
 if TYPE_CHECKING:
     from dialogrl.theory import CompoundingCheck, ShiftEstimate
@@ -180,6 +180,24 @@ def bars_with_ci(table: pd.DataFrame, metric: str, x: str = "policy", hue: str |
             t.set_horizontalalignment("right")
     ax.set_title(title or metric)
     return _save(fig, path)
+
+
+def headline(games: pd.DataFrame, methods: Sequence[str], metrics: dict[str, str], path: str | Path, title: str,
+             **labels) -> tuple[dict[str, dict], pd.DataFrame]:
+    """A notebook's headline numbers: each of `metrics` ({summary key: column of `games`}) per method, in the order
+    of `methods`, with its interval (`stats.summarize`: t over training seeds; one seed, a bootstrap over games), drawn
+    as bars (`bars_with_ci`; `path` and `title` formatted with {key}) and shown. Returns ({key: its summary entry,
+    `ci_dict`}, every key's rows as one long table, `ci_long` with `labels` as its first columns)."""
+    import matplotlib.pyplot as plt
+
+    entries, rows = {}, []
+    for key, metric in metrics.items():
+        t = summarize(games, by=("method",), metrics=(metric,)).set_index("method").loc[list(methods)].reset_index()
+        entries[key] = ci_dict(t, metric)
+        rows.append(ci_long(t, metric, **labels, metric=key))
+        bars_with_ci(t, metric, x="method", path=str(path).format(key=key), title=title.format(key=key))
+        plt.show()
+    return entries, pd.concat(rows, ignore_index=True)
 
 
 def tradeoff_plane(table: pd.DataFrame, x: str, y: str, label: str = "method", path: str | Path | None = None,

@@ -33,7 +33,7 @@ import numpy as np
 from dialogrl.claims import ROOM_SHARE
 from dialogrl.game import Agent, Probe, Task
 from dialogrl.rollout import play_cells
-from dialogrl.run import save_design_checks
+from dialogrl.run import save_design_checks, show
 from dialogrl.seeds import stream_seed
 from dialogrl.stats import t_interval
 
@@ -162,21 +162,34 @@ def require_room(records: Mapping[str, dict]) -> None:
                          "'Counterparts that respond, and room tests')")
 
 
-def show_design_checks(run_dir, counterparts: Mapping[str, dict], rooms: Mapping[str, dict], question: str,
-                       top: int | None = None, what: str = "the policy's training reward against {name}",
-                       **more) -> None:
-    """A notebook's design checks, shown and kept: each counterpart's responsiveness record (captioned `question`),
-    each room test's references, best first (`top` of them; captioned `what`, with the room's name for {name}, its
-    base and its ceiling), then design_checks.json (`run.save_design_checks`, with `more`), written before a design
-    can be refused."""
+def show_counterparts(records: Mapping[str, dict], question: str) -> None:
+    """Counterparts' responsiveness records as one table, captioned `question`."""
     import pandas as pd
 
-    show(pd.DataFrame(counterparts).T[["good", "bad", "diff", "ci", "responds"]].style.set_caption(question))
+    show(pd.DataFrame(records).T[["good", "bad", "diff", "ci", "responds"]].style.set_caption(question))
+
+
+def show_rooms(rooms: Mapping[str, dict], what: str = "the policy's training reward against {name}",
+               top: int | None = None) -> None:
+    """Each room test's references, best first (`top` of them), captioned `what` (with the room's name for {name}),
+    its base and its ceiling."""
+    import pandas as pd
+
     for name, room in rooms.items():
         refs = pd.DataFrame(room["references"]).T
         refs = refs.sort_values("mean", ascending=False).head(top) if top else refs
         show(refs.style.set_caption(f"{what.format(name=name)} (base {room['base']:.3f}); the best reference, "
                                     f"{room['reference']}, is the checks' attainable ceiling"))
+
+
+def show_design_checks(run_dir, counterparts: Mapping[str, dict], rooms: Mapping[str, dict], question: str,
+                       top: int | None = None, what: str = "the policy's training reward against {name}",
+                       **more) -> None:
+    """A notebook's design checks, shown and kept: the counterparts' responsiveness (`show_counterparts`), the room
+    tests (`show_rooms`), then design_checks.json (`run.save_design_checks`, with `more`), written before a design
+    can be refused."""
+    show_counterparts(counterparts, question)
+    show_rooms(rooms, what, top)
     save_design_checks(run_dir, counterparts, rooms, **more)
 
 
@@ -192,13 +205,3 @@ def responsive_panel(records: Mapping[str, dict], heldout: Sequence[str], mode: 
         raise ValueError(f"no {what} responds ({list(heldout)}): nothing to judge the methods against; "
                          "claims_panel='all' reads them all (and says so)")
     return panel
-
-
-def show(obj) -> None:
-    """Display in a notebook (IPython), print elsewhere."""
-    try:
-        from IPython.display import display
-    except ImportError:
-        print(obj)
-    else:
-        display(obj)

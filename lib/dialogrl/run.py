@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -489,6 +489,16 @@ def read_jsonl(path: str | os.PathLike) -> list:
     return out
 
 
+def show(obj, markdown: bool = False) -> None:
+    """Display `obj` in a notebook (IPython; a markdown string rendered with `markdown`), print it elsewhere."""
+    try:
+        from IPython.display import Markdown, display
+    except ImportError:
+        print(obj)
+    else:
+        display(Markdown(obj) if markdown else obj)
+
+
 def print_timings(timings: Sequence[dict]) -> None:
     """One line per run: its labels (every field but the times, e.g. task, method, seed) in aligned columns, then
     its training and evaluation seconds (`train_s`, `eval_s`)."""
@@ -514,6 +524,15 @@ def skipped_steps(run_dir: str | os.PathLike) -> dict:
                 last[key] = max(last.get(key, 0), int(v))
     runs = {k: v for k, v in last.items() if v}
     return {"total": sum(runs.values()), "runs": runs} if runs else {}
+
+
+def design_summary(params: Mapping[str, Any], **more: Any) -> dict:
+    """The head of a notebook's summary.json, from its parameters: the profile, training seeds, evaluation scenarios,
+    steps and dialogues of each training run, and how its intervals are taken; then `more`."""
+    p = params
+    return {"profile": p["profile"], "seeds": p["n_seeds"], "eval_scenarios": p["eval_scenarios"], "steps": p["steps"],
+            "dialogues_per_run": p["steps"] * p["scenarios_per_step"] * p["group_size"],
+            "interval": "t over training seeds" if p["n_seeds"] > 1 else "bootstrap over games (one seed)", **more}
 
 
 def finish_run(run_dir: str | os.PathLike, summary: dict, started: float, **timings: Any) -> float:

@@ -264,6 +264,13 @@ def ci_long(table: pd.DataFrame, column: str, by: str = "method", **labels) -> p
                          "hi": table[f"{column}_hi"], "games": table["n"], "seeds": table["seeds"]})
 
 
+def by_counterpart(games: pd.DataFrame, metric: str, methods: Sequence[str]) -> tuple[dict, pd.DataFrame]:
+    """Each method's mean `metric` against each counterpart (methods in the order given): as a summary's entry
+    {method: {counterpart: mean}}, and as its table (methods x counterparts)."""
+    table = games.pivot_table(index="method", columns="counterpart", values=metric).loc[list(methods)]
+    return {m: row.to_dict() for m, row in table.iterrows()}, table
+
+
 def mean_ci(key: str, x: Sequence[float]) -> dict:
     """{key: the mean of x, "<key>_ci": its t-interval} (a value per training seed: the interval over seeds); the
     interval is left out for a single value."""

@@ -14,7 +14,9 @@ and every notebook trains a method with the same three lines:
     trainer.train(...)
 
 Each module also registers its paper: `PAPER = Paper(stem, title, method_spec, workload, stand_ins, ...)`, what the
-tools outside the notebook know of it (`estimate`'s workload, `bench/gpu_check.py`'s stand-ins, the notebook tests).
+tools outside the notebook know of it (`estimate`'s workload, `bench/gpu_check.py`'s stand-ins, the notebook tests)
+and what its notebook's parameters may be (`checks`, `check`): the notebook's second cell is
+`params = PAPER.parameters(globals())`.
 `papers()` finds every module here that exports PAPER, so a fifth paper is its module here, its notebook, its params
 folder and its papers file (papers/README.md, "Adding a paper"; tests/test_new_paper.py).
 """
@@ -28,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dialogrl.params import Int, OneOf, Rule, Str, check_params, resolve_profile
+from dialogrl.rl.config import TRACKERS
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
 
 
@@ -71,6 +75,9 @@ class Paper:
     stand_ins: for `bench/gpu_check.py`, the model that plays each hub-model parameter of the gpu profile: a game's
         key in gpu_check's GAMES (its larger embedded model), an embedded recipe's name, or a value as it is;
         packaged_stand_ins: the same with the packaged pretrained model (`--stand-in packaged`; PACKAGED names it).
+    checks: what the notebook's parameters cell does not say of each parameter, its choices and ranges
+        (`dialogrl.params.check_params`' spec: the cell's literals give the types); check(params): the checks that
+        read several parameters together, raising a ValueError that names them.
     """
     stem: str
     title: str
@@ -78,8 +85,29 @@ class Paper:
     workload: Callable[[dict, dict], list[dict]]
     stand_ins: Mapping[str, Any]
     packaged_stand_ins: Mapping[str, Any]
+    checks: Mapping[str, Rule | str] = field(default_factory=dict)
+    check: Callable[[dict], None] | None = None
+
+    def parameters(self, namespace: dict) -> dict:
+        """The notebook's parameters, checked before any work starts: its profile applied to `namespace` (its
+        globals; `dialogrl.params.resolve_profile`: params/<stem>/<profile>.yaml), every parameter of its cell
+        checked by its literal's type and `checks`, then by `check`. Returns {name: value} (what config.json
+        records)."""
+        resolve_profile(namespace, self.stem)
+        params = check_params(namespace, self.checks, cell=self.stem)
+        if self.check is not None:
+            self.check(params)
+        if params.get("n_seeds") == 1:
+            print("note: one training seed: the intervals are bootstraps over games and ignore seed-to-seed variation")
+        return params
 
 
+COMMON_CHECKS = {   # the parameters every paper's notebook has: choices and ranges (Paper.checks takes them in)
+    "minibatch_tokens": Int(min=1),   # None or a positive int
+    "claims_panel": OneOf("responsive", "all"),
+    "report_to": OneOf(*TRACKERS),
+    "run_dir resume": Str(),   # None or a string
+}
 PACKAGED = "packaged"   # in packaged_stand_ins: the packaged pretrained model (gpu_check swaps in its name)
 PAPER_FILES = ("notebooks/{stem}.ipynb", "params/{stem}/smoke.yaml", "params/{stem}/gpu.yaml",
                "params/{stem}/colab.yaml", "papers/{stem}.md")   # what a paper brings besides its module

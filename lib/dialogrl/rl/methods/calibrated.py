@@ -11,8 +11,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from dialogrl.envs.dealnodeal import ALL_PERSONAS
 from dialogrl.game import Agent
-from dialogrl.rl.methods import PACKAGED, MethodSpec, Paper
+from dialogrl.models import PRECISIONS
+from dialogrl.params import Int, ListOf, ModelName, OneOf, Str
+from dialogrl.rl.config import LR_SCHEDULES
+from dialogrl.rl.methods import COMMON_CHECKS, PACKAGED, MethodSpec, Paper
 from dialogrl.rl.static import Context, StaticContextTrainer, TurnRewardModel
 from dialogrl.rl.trainer import RoleSpec
 
@@ -72,6 +76,44 @@ def workload(p: dict, base: dict) -> list[dict]:
 
 
 # human_logs None: the synthetic humans stand in (the real logs come from the hub)
+CHECKS = {**COMMON_CHECKS,   # notebook 01's parameters: what their literals do not say
+    "policy_model": ModelName(),
+    "human_logs": Str(),   # None or a string
+    "selection": OneOf("classifier", "likelihood"),
+    "human_personas proxy_personas": ListOf(OneOf(*ALL_PERSONAS), min_len=1),
+    "human_style": OneOf("plain", "casual"),
+    "uncalibrated": OneOf("prompt", *ALL_PERSONAS),
+    "lr_schedule": OneOf(*LR_SCHEDULES),
+    "precision": OneOf(*PRECISIONS),
+    "horizons": ListOf(Int(min=1), min_len=4),
+    "seed human_logs_limit warm_start_dialogues human_weights kl_coef n_transcripts": ">= 0",
+    "n_seeds steps scenarios_per_step epochs_per_step minibatches max_new_tokens eval_scenarios processes "
+    "calibration_batch_size": ">= 1",
+    "group_size max_turns probe_games room_games": ">= 2",
+    "n_human_logs": ">= 20",
+    "shift_dialogues": ">= 10",
+    "human_model_epochs calibration_epochs calibration_lr lr temperature": "> 0",
+}
+
+
+def check(p: dict) -> None:
+    """Notebook 01's checks across parameters: a weight per human persona; horizons within max_turns; the scripted
+    uncalibrated personas only with the synthetic logs (offer protocol). A human proxy that shares personas with the
+    logged humans is noted."""
+    if len(p["human_weights"]) != len(p["human_personas"]):
+        raise ValueError(f"human_weights has {len(p['human_weights'])} weights for {len(p['human_personas'])} "
+                         "human_personas")
+    if max(p["horizons"]) > p["max_turns"]:
+        raise ValueError(f"horizons={p['horizons']}: every horizon must be <= max_turns={p['max_turns']}")
+    if p["human_logs"] is not None and p["uncalibrated"] != "prompt":
+        raise ValueError(f"uncalibrated={p['uncalibrated']!r}: the scripted personas play the offer protocol only; "
+                         "with human_logs (selection protocol) the uncalibrated simulator is the prompted warm start "
+                         "('prompt')")
+    shared = sorted(set(p["proxy_personas"]) & set(p["human_personas"]))
+    if p["human_logs"] is None and shared:
+        print("note: the human proxy shares personas with the logged humans", shared)
+
+
 PAPER = Paper("01_calibrated_interactive_rl", "From Static Context to Calibrated Interactive RL", method_spec,
               workload, stand_ins={"policy_model": "dond", "human_logs": None},
-              packaged_stand_ins={"policy_model": PACKAGED, "human_logs": None})
+              packaged_stand_ins={"policy_model": PACKAGED, "human_logs": None}, checks=CHECKS, check=check)

@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dialogrl.rl.methods import PACKAGED, MethodSpec, Paper
+from dialogrl.envs.dealnodeal import ALL_PERSONAS
+from dialogrl.envs.telesales import BUYER_PERSONAS, SELLER_GOALS, UNSEEN_BUYERS
+from dialogrl.packaged import PACKAGED_MODELS
+from dialogrl.params import ListOf, ModelName, OneOf
+from dialogrl.rl.config import ALGORITHMS
+from dialogrl.rl.methods import COMMON_CHECKS, PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec
 
 
@@ -73,8 +78,26 @@ def workload(p: dict, base: dict) -> list[dict]:
     return out
 
 
+CHECKS = {**COMMON_CHECKS,   # notebook 04's parameters: what their literals do not say
+    "telesales_model dond_model telesales_heldout dond_heldout": ModelName(),   # the held-out ones: None or a name
+    "tasks": ListOf(OneOf("telesales", "dond"), min_len=1),
+    "dond_heldout_personas": OneOf(*ALL_PERSONAS),
+    "dond_claims_vs": OneOf("heldout-model", "all"),
+    "telesales_panel": ListOf(OneOf(*BUYER_PERSONAS, *UNSEEN_BUYERS), min_len=1),
+    "dond_panel": ListOf(OneOf(*ALL_PERSONAS), min_len=1),
+    "telesales_packaged": OneOf(*PACKAGED_MODELS),
+    "algorithm": OneOf(*ALGORITHMS),
+    "seller_goal": OneOf(*SELLER_GOALS),
+    "buyer_bad_sale": "<= 0",
+    "seed warm_start_dialogues kl_coef n_transcripts": ">= 0",
+    ("n_seeds heldout_seed packaged_eval_scenarios steps scenarios_per_step epochs_per_step minibatches lora_r "
+     "max_new_tokens eval_scenarios counterpart_check_scenarios processes"): ">= 1",
+    "group_size max_turns probe_games room_games": ">= 2",
+    "lr": "> 0",
+}
 PAPER = Paper("04_ibrl_bilateral", "IB-RL: Isolated Bilateral RL", method_spec, workload,
               stand_ins={"telesales_model": "telesales", "dond_model": "dond", "telesales_heldout": "telesales",
                          "dond_heldout": "dond"},
               packaged_stand_ins={"telesales_model": PACKAGED, "dond_model": PACKAGED, "telesales_heldout": PACKAGED,
-                                  "dond_heldout": PACKAGED})
+                                  "dond_heldout": PACKAGED},
+              checks=CHECKS)

@@ -11,9 +11,13 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from dialogrl.agents import LMAgent, VerbalizedSampling
+from dialogrl.envs.persuasion import ALL_PERSUADEES
+from dialogrl.envs.persuasion.task import PERSUADER_GOALS
 from dialogrl.game import Agent, Population
-from dialogrl.models import adapter_parameters
-from dialogrl.rl.methods import PACKAGED, MethodSpec, Paper
+from dialogrl.models import PRECISIONS, adapter_parameters
+from dialogrl.packaged import PACKAGED_MODELS
+from dialogrl.params import ListOf, ModelName, OneOf, Optional, Str
+from dialogrl.rl.methods import COMMON_CHECKS, PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec
 
 METHODS = ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
@@ -175,6 +179,32 @@ def workload(p: dict, base: dict) -> list[dict]:
     return [r for r in (frozen, cotrain) if r["runs"]]
 
 
+CHECKS = {**COMMON_CHECKS,   # notebook 03's parameters: what their literals do not say
+    "policy_model heldout_models": ModelName(),
+    "methods": ListOf(OneOf("base", *METHODS), min_len=1),
+    "vs_mode": OneOf("random", "prob"),
+    "persuader_goal": OneOf(*PERSUADER_GOALS),
+    "heldout_personas": OneOf(*ALL_PERSUADEES),
+    "heldout_packaged collapse_packaged": OneOf(*PACKAGED_MODELS),
+    "precision": OneOf(*PRECISIONS),
+    "human_data": Optional(Str()),
+    "seed vs_retries kl_coef sim_kl_coef warm_start_dialogues eval_every n_transcripts replace_builds": ">= 0",
+    ("n_seeds vs_k vs_max_new_tokens pool_size pool_every steps scenarios_per_step epochs_per_step minibatches lora_r "
+     "max_new_tokens max_exchanges heldout_corpus_seeds packaged_eval_scenarios eval_scenarios check_scenarios "
+     "curve_scenarios processes"): ">= 1",
+    "ensemble_size group_size collapse_samples coverage_clusters probe_games room_games": ">= 2",
+    "collapse_states packaged_collapse_states": ">= 3",
+    "single_temperature vs_temperature counterpart_temperature sim_lr lr temperature": "> 0",
+}
+
+
+def check(p: dict) -> None:
+    """Notebook 03's checks across parameters: each method once."""
+    if len(set(p["methods"])) != len(p["methods"]):
+        raise ValueError(f"methods={p['methods']}: each method once")
+
+
 PAPER = Paper("03_scope_simulator_collapse", "SCOPE: simulator collapse", method_spec, workload,
               stand_ins={"policy_model": "persuasion", "heldout_models": ["persuasion"]},
-              packaged_stand_ins={"policy_model": PACKAGED, "heldout_models": [PACKAGED]})
+              packaged_stand_ins={"policy_model": PACKAGED, "heldout_models": [PACKAGED]},
+              checks=CHECKS, check=check)

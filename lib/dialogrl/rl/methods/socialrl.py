@@ -19,9 +19,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dialogrl.envs.social import ALL_PARTNERS
 from dialogrl.game import Agent, Task
-from dialogrl.rewards import ProcessReward
-from dialogrl.rl.methods import PACKAGED, MethodSpec, Paper
+from dialogrl.models import PRECISIONS
+from dialogrl.packaged import PACKAGED_MODELS
+from dialogrl.params import Float, ListOf, ModelName, OneOf, Optional, Str, check_judge_independent
+from dialogrl.rewards import ProcessReward, varied_within_groups, weights_table
+from dialogrl.rl.methods import COMMON_CHECKS, PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec
 
 
@@ -80,6 +84,15 @@ class ProcessLog:
         self.log.log(step=trainer.step_count - 1, **{f"process/{c}": float(np.mean([r[c] for r in rec]))
                                                    for c in rec[0] if c.startswith(("score/", "process"))})
 
+    def summary(self) -> dict:
+        """What a run reports of its process reward: the weights by stage ("weights", `rewards.weights_table`), the
+        share of scenario groups whose dialogues it told apart ("varied", `rewards.varied_within_groups`: the
+        intervention check), both None without judged turns, and the judge's counts ("counts": failures and
+        fallbacks; None without a process reward)."""
+        return {"weights": weights_table(self.records) if self.records else None,
+                "varied": varied_within_groups(self.records) if self.records else None,
+                "counts": self.process.summary() if self.process is not None else None}
+
 
 def workload(p: dict, base: dict) -> list[dict]:
     """Notebook 02's training runs (`Paper.workload`): the agent against its LM partner, scored by the LLM judge each
@@ -99,8 +112,41 @@ def workload(p: dict, base: dict) -> list[dict]:
 
 # the judge and the training partner are never held-out partners (the notebook refuses one model in two parts): the
 # embedded held-out recipe plays that one, and with the packaged model the packaged held-out partner is left out
+CHECKS = {**COMMON_CHECKS,   # notebook 02's parameters: what their literals do not say
+    "policy_model judge_model partner_model judge_validation_models heldout_models": ModelName(),
+    "methods": ListOf(OneOf("base", *METHODS), min_len=1),
+    "judge": OneOf("rule", "llm"),
+    "ratio_level": OneOf("token", "utterance"),
+    "heldout_partners": OneOf(*ALL_PARTNERS),
+    "heldout_packaged": OneOf(*PACKAGED_MODELS),
+    "precision": OneOf(*PRECISIONS),
+    "sotopia_data": Optional(Str()),
+    "critic_lr": Float(min=0, strict=True),   # None or a float
+    ("seed process_coef relationship_weight kl_coef vf_coef warm_start_dialogues sotopia_characters eval_every "
+     "n_transcripts"): ">= 0",
+    ("n_seeds judge_max_new_tokens steps scenarios_per_step epochs_per_step minibatches lora_r max_new_tokens "
+     "max_exchanges packaged_eval_scenarios eval_scenarios curve_scenarios processes"): ">= 1",
+    "group_size probe_games room_games": ">= 2",
+    "judge_validation_episodes": ">= 1, <= 28",
+    "lr clip_eps temperature counterpart_temperature judge_temperature": "> 0",
+}
+
+
+def check(p: dict) -> None:
+    """Notebook 02's checks across parameters: each method once; an LLM judge needs its model; neither the judge nor
+    the training partner model plays a held-out partner (`check_judge_independent`)."""
+    if len(set(p["methods"])) != len(p["methods"]):
+        raise ValueError(f"methods={p['methods']}: each method once")
+    if p["judge"] == "llm" and p["judge_model"] is None:
+        raise ValueError("judge='llm' needs judge_model (a hub id or a local folder)")
+    heldout = [*p["heldout_models"], *p["heldout_packaged"]]
+    check_judge_independent(p["judge_model"] if p["judge"] == "llm" else None, heldout)
+    check_judge_independent(p["partner_model"], heldout, name="partner_model")
+
+
 PAPER = Paper("02_socialrl", "SocialRL", method_spec, workload,
               stand_ins={"policy_model": "social", "judge_model": "social", "partner_model": "social",
                          "heldout_models": ["tiny-social-alt"]},
               packaged_stand_ins={"policy_model": PACKAGED, "judge_model": PACKAGED, "partner_model": PACKAGED,
-                                  "heldout_models": ["tiny-social-alt"], "heldout_packaged": []})
+                                  "heldout_models": ["tiny-social-alt"], "heldout_packaged": []},
+              checks=CHECKS, check=check)
