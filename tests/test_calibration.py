@@ -384,3 +384,21 @@ def test_a_deciding_user_decides_as_its_module_the_same_in_any_batch():
     assert [t.text for t in alone.turns] == [t.text for t in states[7].turns]
     eager = [e.state for e in play(task, {"A": buyers, "B": AcceptsAll()}, scenarios, seeds=seeds)]
     assert compliance(model, task, eager, "B")["held_when_told"] < 0.5   # a user that ignores the module is caught
+
+
+def test_calibration_record_means_over_seeds_and_the_change_per_seed():
+    """calibration.calibration_record: each measure's mean with its t-interval over the seeds, the calibrated minus
+    uncalibrated distance per seed, and nll_uncalibrated None where the uncalibrated simulator had no likelihood."""
+    import pandas as pd
+
+    from dialogrl.calibration import calibration_record, distance_change
+
+    rows = pd.DataFrame({"seed": [0, 1, 2], "nll_calibrated": [1.0, 2.0, 3.0],
+                         "decision_distance_uncalibrated": [0.5, 0.6, 0.7],
+                         "decision_distance_calibrated": [0.2, 0.2, 0.4],
+                         "behaviour_distance_uncalibrated": [1.0, 1.0, 1.0],
+                         "behaviour_distance_calibrated": [0.9, 1.1, 1.0]})
+    rec = calibration_record(rows)
+    assert rec["nll_calibrated"] == 2.0 and len(rec["nll_calibrated_ci"]) == 2 and rec["nll_uncalibrated"] is None
+    assert rec["decision_change"] == distance_change([0.5, 0.6, 0.7], [0.2, 0.2, 0.4])
+    assert rec["decision_change"]["happened"] and not rec["behaviour_change"]["happened"]

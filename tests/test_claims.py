@@ -412,6 +412,29 @@ def test_compared_methods_and_judge_claims():
                                                                         base[base["method"] == "base"], "reward", 2.0)
 
 
+def test_verdicts_keep_the_checks_and_the_judged_claims_in_the_summary(capsys):
+    """A notebook's last step (claims.verdicts): the manipulation checks and every claim, judged on the checks of the
+    methods it compares (a name that stands for its methods through `pairs`), with claims judged apart after them."""
+    from dialogrl.claims import check_record, compared_methods, verdicts
+
+    assert compared_methods("goal.dynamic_minus_uniform@same", pairs={"dynamic_minus_uniform": ("socialrl", "uniform")}
+                            ) == ["socialrl", "uniform"]
+    assert compared_methods("goal.socialrl_minus_base", pairs={"x": ("a", "b")}) == ["socialrl"]
+    claims = {"goal.dynamic_minus_uniform": {"diff": 0.2, "ci": [0.1, 0.3]}}
+    power = {"goal.dynamic_minus_uniform": {"paper_effect": 0.05, "mde": 0.1}}
+    checks = {"socialrl": check_record("reward", 0.5, [0.3, 0.7], 0.0, 1.0),
+              "uniform": check_record("reward", 0.0, [-0.1, 0.1], 0.0, 1.0)}
+    apart = {"shift.quadratic_coef": judge({"diff": 0.0, "ci": [-1.0, 1.0]})}
+    summary = {"power": power}
+    out = verdicts(summary, claims, power, checks, pairs={"dynamic_minus_uniform": ("socialrl", "uniform")},
+                   more=apart)
+    assert list(out) == ["goal.dynamic_minus_uniform", "shift.quadratic_coef"] and summary["claims"] is out
+    assert out["goal.dynamic_minus_uniform"] == judge(claims["goal.dynamic_minus_uniform"], 0.05, 0.1, checks)
+    assert summary["manipulation"] is checks
+    shown = capsys.readouterr().out
+    assert "| method | objective |" in shown and "`goal.dynamic_minus_uniform`" in shown   # both tables shown
+
+
 def test_a_renamed_claim_key_reads_as_the_current_one(tmp_path):
     """Runs recorded before a claim key was renamed (RENAMED) read under the current key: a stored excerpt, a run's
     summary and `compare` alike, so the paper tables and comparisons name one key."""

@@ -195,3 +195,11 @@ def test_sentence_embeddings_load_offline_and_place_paraphrases_close():
     assert e.shape == (3, 384) and np.allclose(np.linalg.norm(e, axis=1), 1, atol=1e-4)
     assert e[0] @ e[1] > e[0] @ e[2] + 0.2
     assert sentence_embeddings([]).shape == (0, 384)
+
+
+def test_turn_diversity_leaves_other_out_of_the_strategy_entropy():
+    from dialogrl.collapse import label_entropy, turn_diversity
+
+    d = turn_diversity(["a b c", "a b d"], ["logical", "emotional", "other"])
+    assert d["strategy_entropy"] == label_entropy(["logical", "emotional"]) and 0 < d["distinct_2"] <= 1
+    assert turn_diversity(["x"], ["other"])["strategy_entropy"] == 0.0

@@ -191,6 +191,7 @@ def test_selection_classifier_reads_held_out_human_talk(shared_data):
         TASK.step(state, said["B"][k])
         agreed.append(TASK.outcome(state)["A"]["agreed"])
     assert sum(exact) / len(exact) > 0.3 and sum(agreed) / len(agreed) > 0.15, (sum(exact) / len(exact), sum(agreed))
+    assert clf.exact(test) == pytest.approx(sum(exact) / len(exact))   # what notebook 01 prints
     with pytest.raises(RuntimeError, match="not fitted"):
         SelectionClassifier().predict(test[:1], ["A"])
 

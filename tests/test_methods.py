@@ -187,3 +187,42 @@ def test_scope_simulators_on_one_warm_start(toy_model_dir):
     assert list(ensemble.members) == ["sim-0", "sim-1"] and ensemble.seed == 5
     assert all(isinstance(m, LMAgent) and m.temperature == 0.3 for m in ensemble.members.values())
     assert list(scope.simulators(model, tok, [], **settings)["ensemble"].members) == ["sim-0"]
+
+
+def test_scope_reference_simulators_are_what_each_run_also_plays():
+    sims = {n: f"sim:{n}" for n in ("single", "single_hot", "vs", "ensemble", "reference")}
+    methods = ["base", "single", "vs", "cotrain"]
+    assert scope.reference_simulators("base", sims, methods) == {"train-single": "sim:single", "train-vs": "sim:vs",
+                                                                 "train-initial": "sim:reference"}
+    assert scope.reference_simulators("cotrain", sims, methods) == {"train-initial": "sim:reference"}
+    assert scope.reference_simulators("single", sims, methods) == {}
+    assert "train-initial" not in scope.reference_simulators("base", sims, ["base", "single"])
+
+
+def test_socialrl_training_partner_and_the_process_logs_summary():
+    from dialogrl.envs import social
+
+    assert isinstance(socialrl.training_partner(None, 3), social.ScriptedAgent)
+    assert socialrl.training_partner(None, 3).seed == 3
+    log = socialrl.ProcessLog(None, None)   # a method without a process reward
+    assert log.summary() == {"weights": None, "varied": None, "counts": None}
+
+
+@pytest.mark.parametrize("stem, change, needle", [
+    ("02_socialrl", {"methods": ["socialrl", "socialrl"]}, "each method once"),
+    ("02_socialrl", {"judge": "llm"}, "needs judge_model"),
+    ("01_calibrated_interactive_rl", {"horizons": [2, 4, 6, 12]}, "max_turns"),
+    ("01_calibrated_interactive_rl", {"human_weights": [1.0]}, "human_weights"),
+    ("03_scope_simulator_collapse", {"lr": 0.0}, "lr"),
+    ("04_ibrl_bilateral", {"tasks": ["chess"]}, "tasks"),
+])
+def test_a_papers_parameters_are_checked_by_its_module(stem, change, needle):
+    """PAPER.parameters(globals()): the cell's values pass, and a bad value (or pair of values) is refused naming the
+    parameter, before any work starts."""
+    from dialogrl.params import cell_literals
+    from dialogrl.rl.methods import paper
+
+    ok = paper(stem).parameters(dict(cell_literals(stem)))
+    assert set(ok) == set(cell_literals(stem))
+    with pytest.raises(ValueError, match=needle):
+        paper(stem).parameters({**cell_literals(stem), **change})

@@ -355,3 +355,15 @@ def test_human_persuadee_corpus(shared_data):
         set(PERSUADEE_PROFILES)
     with pytest.raises(ValueError, match="--data"):
         p4g_human_corpus(None)
+
+
+def test_strategy_labels_and_the_room_tests_reference_persuaders():
+    """Each sentence's strategy: by the cue lexicon without a classifier ("other" where it hears none); the room
+    test's references: every scripted persona and a single-strategy persuader per strategy."""
+    from dialogrl.envs.persuasion import PERSUADER_PERSONAS, STRATEGIES, reference_persuaders, strategy_labels
+
+    turns = ["Hello there. Every dollar saves a child's life.", "ok"]
+    labels = strategy_labels(turns)
+    assert len(labels) == 3 and labels[0] == "other" and labels[-1] == "other"
+    refs = reference_persuaders()
+    assert set(PERSUADER_PERSONAS) < set(refs) and len(refs) == len(PERSUADER_PERSONAS) + len(STRATEGIES)

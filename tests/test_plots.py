@@ -168,3 +168,13 @@ def test_crossplay_heatmap_averages_games_per_pairing(tmp_path):
     assert [t.get_text() for t in fig.axes[0].texts] == ["2.00", "5.00", "7.00"]
     assert (tmp_path / "h.png").exists()
     plt.close(fig)
+
+
+def test_headline_bars_each_metric_and_returns_entries_and_rows(tmp_path):
+    games = pd.DataFrame({"method": ["base", "base", "trained", "trained"] * 2, "seed": [0, 1, 0, 1] * 2,
+                          "success": [0.0, 1.0, 1.0, 1.0] * 2, "reward": [0.1, 0.2, 0.5, 0.7] * 2})
+    entries, table = plots.headline(games, ["trained", "base"], {"win": "success", "reward": "reward"},
+                                    tmp_path / "headline_{key}.png", "held-out {key}", task="toy")
+    assert list(entries) == ["win", "reward"] and list(entries["win"])[:2] == ["trained", "trained_ci"]
+    assert (tmp_path / "headline_win.png").exists() and (tmp_path / "headline_reward.png").exists()
+    assert list(table.columns[:3]) == ["task", "metric", "method"] and len(table) == 4

@@ -276,3 +276,17 @@ def test_process_log_logs_each_steps_judged_turns_and_keeps_them(tmp_path):
     assert {f"process/score/{d}" for d in DIMENSIONS} <= set(rows[0])
     ProcessLog(None, MetricsLogger(tmp_path))(SimpleNamespace(step_count=2))   # no process reward: no row
     assert len(read_metrics(tmp_path)) == 1
+
+
+def test_validation_summary_ranks_the_judge_and_each_scoring_model_against_gpt4():
+    import pandas as pd
+
+    from dialogrl.rewards import validation_summary
+
+    frame = pd.DataFrame({"gpt4_goal": [1, 2, 3, 4], "gpt4_relationship": [0, 1, 2, 3],
+                          "judge_goal": [1, 2, 3, 4], "judge_relationship": [3, 2, 1, 0],
+                          "smol_goal": [4, 3, 2, 1], "smol_relationship": [0, 1, 3, 2]})
+    out = validation_summary(frame, RuleJudge(), ["smol"])
+    assert out["goal_spearman"] == pytest.approx(1.0) and out["relationship_spearman"] == pytest.approx(-1.0)
+    assert out["sides"] == 4 and "llm_failure_rate" not in out
+    assert out["scored"]["smol"]["goal_spearman"] == pytest.approx(-1.0) and out["scored"]["smol"]["failures"] == 0

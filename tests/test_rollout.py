@@ -239,3 +239,15 @@ def test_play_names_an_object_that_is_not_an_agent():
 
     with pytest.raises(TypeError, match="role 'B' is a Duck, not an Agent"):
         play(TASK, {"A": ScriptedAgent("fair"), "B": Duck()}, TASK.sample_scenarios(1, seed=0))
+
+
+def test_role_turns_are_what_one_role_said_game_by_game():
+    from dialogrl.envs import persuasion
+    from dialogrl.rollout import role_turns
+
+    task = persuasion.PersuasionForGood(max_exchanges=2)
+    agents = {"persuader": persuasion.ScriptedAgent("factual"), "persuadee": persuasion.ScriptedAgent("generous")}
+    eps = play(task, agents,
+               task.sample_scenarios(2, seed=0), seeds=[1, 2])
+    said = role_turns(eps, "persuader")
+    assert said == [t.text for e in eps for t in e.state.turns if t.role == "persuader"] and said

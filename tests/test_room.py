@@ -6,7 +6,14 @@ import pytest
 
 from dialogrl.envs import dealnodeal, persuasion, social, telesales
 from dialogrl.game import Agent
-from dialogrl.room import RESPONSE_GAP, require_responsive, require_room, responsiveness, room_test
+from dialogrl.room import (
+    RESPONSE_GAP,
+    replace_unresponsive,
+    require_responsive,
+    require_room,
+    responsiveness,
+    room_test,
+)
 
 
 class Yes(Agent):
@@ -70,3 +77,21 @@ def test_room_test_finds_the_best_reference_and_refuses_a_design_without_room():
     two = room_test(task, "seller", [buyers, telesales.population("buyer", seed=4)], sellers,   # one per build
                     [telesales.ScriptedAgent("pusher", seed=9)] * 2, n=30, seed=0)
     assert two["games"] == 60 and set(two["references"]) == set(sellers)
+
+
+def test_a_build_whose_counterparts_do_not_respond_is_replaced_within_the_budget():
+    """room.replace_unresponsive: seed 0's first build does not respond and is replaced by the next unused build seed
+    (recorded); seed 1's never responds and, the budget of replacements spent, is kept as it is for the refusal."""
+    responds = {0: False, 1: False, 2: True, 3: False, 4: False}   # by build seed
+    build_seeds, rebuilt = [0, 1, 2], []
+
+    def check(k):
+        return {f"sim-{k}": {"responds": responds[build_seeds[k]]}}
+
+    records, replaced = replace_unresponsive(check, lambda k, b: rebuilt.append((k, b)), build_seeds, [0, 1], replace=2)
+    assert rebuilt == [(0, 3), (0, 4)] and build_seeds == [4, 1, 2]   # 3 and 4 do not respond either: budget spent
+    assert [r["build_seed"] for r in replaced] == [0, 3] and records == {"sim-0": {"responds": False},
+                                                                         "sim-1": {"responds": False}}
+    build_seeds[:] = [0, 1, 2]
+    records, replaced = replace_unresponsive(check, lambda k, b: None, build_seeds, [0], replace=0)
+    assert replaced == [] and build_seeds == [0, 1, 2]   # no budget: nothing replaced

@@ -320,3 +320,24 @@ def test_the_steps_fp16_skipped_reach_the_summary(tmp_path):
     append_jsonl(clean / "metrics.jsonl", [{"method": "x", "seed": 0, "step": 0, "policy/loss": 0.1}])
     finish_run(clean, {"a": 1}, time.time())
     assert json.loads((clean / "summary.json").read_text()) == {"a": 1}
+
+
+def test_design_summary_heads_a_notebooks_summary():
+    from dialogrl.run import design_summary
+
+    p = {"profile": "cpu", "n_seeds": 1, "eval_scenarios": 50, "steps": 40, "scenarios_per_step": 6, "group_size": 4}
+    head = design_summary(p, algorithm="grpo")
+    assert head == {"profile": "cpu", "seeds": 1, "eval_scenarios": 50, "steps": 40, "dialogues_per_run": 960,
+                    "interval": "bootstrap over games (one seed)", "algorithm": "grpo"}
+    assert design_summary({**p, "n_seeds": 4})["interval"] == "t over training seeds"
+
+
+def test_show_prints_outside_a_notebook(capsys):
+    import pandas as pd
+
+    from dialogrl.run import show
+
+    show("| a |\n|---|", markdown=True)
+    show(pd.DataFrame({"x": [1]}).style.set_caption("c"))
+    out = capsys.readouterr().out
+    assert "| a |" in out and "x" in out and "Styler" not in out

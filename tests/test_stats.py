@@ -263,3 +263,12 @@ def test_per_group_means_over_seeds_and_change_over_training():
     out = change_over_training(curves, "r")
     assert out["a"] == pytest.approx(np.mean([0.4, 0.0])) and out["a_ci"] == mean_ci("a", [0.4, 0.0])["a_ci"]
     assert out == {**mean_ci("a", [0.5 - 0.1, 0.2 - 0.2]), "b": 1.0}   # one seed: no interval
+
+
+def test_by_counterpart_is_each_methods_mean_per_counterpart_in_the_methods_order():
+    from dialogrl.stats import by_counterpart
+
+    games = pd.DataFrame({"method": ["a", "a", "b", "b"], "counterpart": ["x", "y", "x", "y"],
+                          "success": [1.0, 0.0, 0.5, 0.25]})
+    entry, table = by_counterpart(games, "success", ["b", "a"])
+    assert list(table.index) == ["b", "a"] and entry == {"b": {"x": 0.5, "y": 0.25}, "a": {"x": 1.0, "y": 0.0}}

@@ -38,7 +38,7 @@ import torch
 
 from dialogrl.game import GameState, Task
 from dialogrl.models import load_model
-from dialogrl.stats import t_interval
+from dialogrl.stats import mean_ci, t_interval
 from dialogrl.tiny import TinyConfig, sft_warm_start
 from dialogrl.tokens import assistant_tokens, pad, token_logprobs
 from dialogrl.trl_compat import plain_logprob_kernel
@@ -213,3 +213,19 @@ def distance_change(uncalibrated: Sequence[float], calibrated: Sequence[float]) 
     ci = (t_interval(d) if d.std() > 0 else (float(d.mean()), float(d.mean()))) if measured else (math.nan, math.nan)
     return {"per_seed": d.tolist(), "diff": float(d.mean()) if len(d) else math.nan, "ci": [float(ci[0]), float(ci[1])],
             "seeds": int(len(d)), "happened": bool(ci[1] < 0) if measured else None}
+
+
+def calibration_record(per_seed) -> dict:
+    """A calibration's record from its rows per training seed (a DataFrame: "seed" and the measures, e.g.
+    nll_calibrated, behaviour_distance_<simulator>, decision_distance_<simulator>): each measure's mean with its
+    t-interval over the seeds (`stats.mean_ci`; nll_uncalibrated None when not measured, a scripted simulator having
+    no likelihood), and the calibrated simulator's distance minus the uncalibrated one's ("decision_change",
+    "behaviour_change": `distance_change`)."""
+    out = {}
+    for col in per_seed.columns.drop("seed"):
+        out.update(mean_ci(col, per_seed[col].dropna()))
+    out.setdefault("nll_uncalibrated", None)
+    for what in ("decision", "behaviour"):
+        out[f"{what}_change"] = distance_change(per_seed[f"{what}_distance_uncalibrated"],
+                                                per_seed[f"{what}_distance_calibrated"])
+    return out

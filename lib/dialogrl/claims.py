@@ -573,11 +573,14 @@ def claim_base(key: str) -> str:
     return key.split("@", 1)[0]
 
 
-def compared_methods(key: str, base: str = "base") -> list[str]:
+def compared_methods(key: str, base: str = "base", pairs: Mapping[str, Sequence[str]] | None = None) -> list[str]:
     """The trained methods a claim compares, read off its key's last part: `<a>_minus_<b>` names a and b, anything
     else one method (`mismatch.vs_minus_base@same` -> ["vs"], `score.interactive_minus_static` -> ["interactive",
-    "static"], `counterpart_gap.calibrated` -> ["calibrated"]); the untrained `base` is left out."""
-    return [m for m in claim_base(key).rsplit(".", 1)[-1].split("_minus_") if m != base]
+    "static"], `counterpart_gap.calibrated` -> ["calibrated"]); the untrained `base` is left out. `pairs` ({name:
+    (a, b)}, a notebook's claims) gives the methods of a name that stands for them (`dynamic_minus_uniform`:
+    socialrl and uniform)."""
+    name = claim_base(key).rsplit(".", 1)[-1]
+    return [m for m in (pairs[name] if pairs and name in pairs else name.split("_minus_")) if m != base]
 
 
 def judge_claims(claims: Mapping[str, dict], power: Mapping[str, dict], checks: Callable[[str], Mapping[str, dict]],
@@ -596,15 +599,16 @@ def judge_claims(claims: Mapping[str, dict], power: Mapping[str, dict], checks: 
 
 def verdicts(summary: dict, claims: Mapping[str, dict], power: Mapping[str, dict], manipulation: dict,
              checks: Callable[[str], Mapping[str, dict]] | None = None, more: Mapping[str, dict] | None = None,
-             **judge_kwargs) -> dict[str, dict]:
+             pairs: Mapping[str, Sequence[str]] | None = None, **judge_kwargs) -> dict[str, dict]:
     """The last step of every notebook: the manipulation checks ({method: check}, or {task: {method: check}}) kept as
     summary["manipulation"] and shown (`manipulation_table`), then every claim judged (`judge_claims`; checks(key)
-    gives the checks of the methods a claim compares, by default those its key names: `compared_methods`) with
+    gives the checks of the methods a claim compares, by default those its key names: `compared_methods`, with
+    `pairs` for names that stand for their methods) with
     `more` (claims judged apart) after them, kept as summary["claims"] and shown (`claims_table`). `judge_kwargs`
     go to judge_claims (effect, effect_kind). Returns the judged claims."""
     summary["manipulation"] = manipulation
     show(manipulation_table(summary), markdown=True)
-    checks = checks or (lambda key: {m: manipulation[m] for m in compared_methods(key)})
+    checks = checks or (lambda key: {m: manipulation[m] for m in compared_methods(key, pairs=pairs)})
     summary["claims"] = {**judge_claims(claims, power, checks, **judge_kwargs), **(more or {})}
     show(claims_table(summary), markdown=True)
     return summary["claims"]

@@ -246,6 +246,14 @@ def sentence_embeddings(texts: Sequence[str], batch_size: int = 64) -> np.ndarra
     return _EMBEDDER.encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
 
 
+def turn_diversity(turns: Sequence[str], labels: Sequence[str]) -> dict[str, float]:
+    """What a policy said, as diversity measures: distinct-1 and distinct-2 of its `turns`, and the entropy (bits)
+    of the `labels` of their sentences (its strategies; "other" left out, 0.0 without any)."""
+    labels = [x for x in labels if x != "other"]
+    return {"distinct_1": distinct_n(turns, 1), "distinct_2": distinct_n(turns, 2),
+            "strategy_entropy": label_entropy(labels) if labels else 0.0}
+
+
 def reply_spread(replies: dict[str, Sequence[Sequence[str]]], label=None, embed=None) -> pd.DataFrame:
     """How spread a simulator's replies are, state by state: replies[simulator][state] holds the replies it sampled
     at that state (the same states for every simulator). One row per (simulator, state): `top1` (top1_share: 1

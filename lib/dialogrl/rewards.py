@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dialogrl.game import Question
+from dialogrl.stats import rank_agreement
 
 DIMENSIONS = ("goal_advancement", "strategic_positioning", "relational_attunement", "persona_consistency",
               "contextual_coherence", "turn_quality")
@@ -415,6 +416,19 @@ def scored_episode_estimates(scorer, dialogues: Sequence[tuple[list[tuple[str, s
             top = max(z)
             p = [math.exp(x - top) for x in z]
             o[key] = scale(sum(int(d) * w for d, w in zip(digits, p)) / sum(p))
+    return out
+
+
+def validation_summary(frame, judge, scored: Sequence[str] = ()) -> dict:
+    """How the judge's (and each scoring model's) estimates of the validation episodes rank as GPT-4's do: `frame`
+    has a row per scored dialogue side and the columns "gpt4_<key>", "judge_<key>" and "<model>_<key>" for each of
+    `scored` (envs.social.data.validation_rows). Returns the judge's Spearman's rho per key with its interval
+    (`stats.rank_agreement`), "sides", an LLM judge's "llm_failure_rate", and "scored": {model: its rho per key,
+    "failures": 0} (scoring by likelihood cannot fail)."""
+    out = {**rank_agreement(frame, "judge"), "sides": len(frame)}
+    if isinstance(judge, LLMJudge):
+        out["llm_failure_rate"] = judge.failure_rate
+    out["scored"] = {name: {**rank_agreement(frame, name), "failures": 0} for name in scored}
     return out
 
 

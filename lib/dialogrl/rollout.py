@@ -46,6 +46,11 @@ class Episode:
                 "end": self.state.end_reason, "outcome": self.outcome}
 
 
+def role_turns(episodes: Sequence[Episode], role: str) -> list[str]:
+    """The texts `role` said in `episodes`, game by game and turn by turn."""
+    return [t.text for e in episodes for t in e.state.turns if t.role == role]
+
+
 def play(task: Task, agents: Mapping[str, Agent] | Sequence[Mapping[str, Agent]], scenarios: Sequence,
          max_turns: int = 1000, seeds: Sequence[int] | None = None, max_live: int | None = None) -> list[Episode]:
     """Play one game per scenario with `agents[role]` speaking for each role; returns the finished Episodes.

@@ -26,7 +26,7 @@ test fails is refused before training (`require_room`).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -160,6 +160,26 @@ def require_room(records: Mapping[str, dict]) -> None:
                           for name, r in bad.items())
         raise ValueError(f"no room to learn: {lines}. The design is refused before training (papers/PROTOCOL.md, "
                          "'Counterparts that respond, and room tests')")
+
+
+def replace_unresponsive(check: Callable[[int], dict[str, dict]], rebuild: Callable[[int, int], None],
+                         build_seeds: list[int], seeds: Sequence[int], replace: int) -> tuple[dict, list[dict]]:
+    """Each training seed's counterparts checked (`check(k)`: {name: `responsiveness` record}); a seed whose
+    counterparts do not all respond gets the next unused build seed (`build_seeds[k]` set, `rebuild(k, build_seed)`
+    makes its warm start and counterparts anew) and is checked again, at most `replace` times in all. Returns every
+    seed's last records, and the replacements ({"seed", "build_seed" replaced, "counterparts": its records})."""
+    records, replaced = {}, []
+    for k in seeds:
+        checks = check(k)
+        while len(replaced) < replace and not all(r["responds"] for r in checks.values()):
+            replaced.append({"seed": k, "build_seed": build_seeds[k], "counterparts": checks})
+            build_seeds[k] = max(build_seeds) + 1
+            print(f"seed {k}: warm start build {replaced[-1]['build_seed']}'s counterparts do not respond; replaced "
+                  f"by build {build_seeds[k]}")
+            rebuild(k, build_seeds[k])
+            checks = check(k)
+        records.update(checks)
+    return records, replaced
 
 
 def show_counterparts(records: Mapping[str, dict], question: str) -> None:

@@ -490,11 +490,15 @@ def read_jsonl(path: str | os.PathLike) -> list:
 
 
 def show(obj, markdown: bool = False) -> None:
-    """Display `obj` in a notebook (IPython; a markdown string rendered with `markdown`), print it elsewhere."""
+    """Display `obj` in a notebook (IPython; a markdown string rendered with `markdown`), print it elsewhere (a
+    styled table as its data)."""
     try:
+        from IPython import get_ipython
         from IPython.display import Markdown, display
     except ImportError:
-        print(obj)
+        get_ipython = None
+    if get_ipython is None or get_ipython() is None:
+        print(obj.data if type(obj).__name__ == "Styler" else obj)
     else:
         display(Markdown(obj) if markdown else obj)
 

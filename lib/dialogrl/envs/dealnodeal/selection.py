@@ -77,5 +77,12 @@ class SelectionClassifier:
             out.append(" ".join(f"{item}={n}" for item, n in zip(ITEMS, share)))
         return out
 
+    def exact(self, games: Sequence[GameState]) -> float:
+        """The share of (game, role) of `games` (held-out logs) whose logged selection text it predicts exactly."""
+        pairs = [(g, r) for g in games for r in self.roles]
+        said = self.predict([g for g, _ in pairs], [r for _, r in pairs])
+        logged = [next(t.text for t in g.turns if t.phase == "select" and t.role == r) for g, r in pairs]
+        return float(np.mean([a == b for a, b in zip(said, logged)]))
+
     def __call__(self, state: GameState, role: str) -> str:
         return self.predict([state], [role])[0]

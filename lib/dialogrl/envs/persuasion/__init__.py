@@ -17,9 +17,17 @@ from dialogrl.envs.persuasion.personas import (
     ScriptedAgent,
     population,
     probe,
+    reference_persuaders,
     traits,
 )
-from dialogrl.envs.persuasion.strategies import LABELS, STRATEGIES, StrategyClassifier, fit_human_response, hear
+from dialogrl.envs.persuasion.strategies import (
+    LABELS,
+    STRATEGIES,
+    StrategyClassifier,
+    fit_human_response,
+    hear,
+    strategy_labels,
+)
 from dialogrl.envs.persuasion.task import (
     PAYMENT,
     PERSUADEE_PROFILES,
@@ -55,6 +63,6 @@ TINY_MODELS = {  # see envs/dealnodeal/__init__.py
 __all__ = ["TASK", "TINY_MODELS", "P4GRecord", "load_p4g", "p4g_human_corpus",
            "ALL_PERSUADEES", "HUMAN_FIT", "AttentivePersuadee", "PERSUADEE_PERSONAS", "PERSUADER_PERSONAS",
            "UNSEEN_PERSUADEES", "PersuadeePersona", "PersuaderPersona", "RudePersuader", "ScriptedAgent",
-           "population", "probe", "traits", "LABELS", "STRATEGIES",
-           "StrategyClassifier", "fit_human_response", "hear", "PAYMENT", "PERSUADEE_PROFILES", "PersuasionForGood",
+           "population", "probe", "reference_persuaders", "traits", "LABELS", "STRATEGIES", "StrategyClassifier",
+           "fit_human_response", "hear", "strategy_labels", "PAYMENT", "PERSUADEE_PROFILES", "PersuasionForGood",
            "PersuasionScenario", "donate_marker", "parse_marker", "sample_scenario"]

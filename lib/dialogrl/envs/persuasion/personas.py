@@ -338,6 +338,15 @@ class RudePersuader(Agent):
         return [RUDE[len(r.state.talk_turns()) // 2 % len(RUDE)] for r in requests]
 
 
+def reference_persuaders() -> dict[str, ScriptedAgent]:
+    """The scripted persuaders a room test plays (`room.room_test`'s references): every persona of
+    PERSUADER_PERSONAS, and for each strategy one that uses it alone and asks for the donation from its second turn
+    (`<strategy>/ask-from-2`)."""
+    out = {name: ScriptedAgent(p, seed=i) for i, (name, p) in enumerate(PERSUADER_PERSONAS.items())}
+    return out | {f"{s}/ask-from-2": ScriptedAgent(PersuaderPersona(f"{s}-2", {s: 1.0}, ask_from=2, ask_again=0.5),
+                                                   seed=1) for s in STRATEGIES}
+
+
 def probe(role: str = "persuadee") -> Probe:
     """The responsiveness check's probe of a persuadee: does it give to a persuader who tells stories and gives facts
     more often than to a rude one?"""

@@ -83,6 +83,14 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in (x.strip() for x in _SENTENCE.split(text)) if s]
 
 
+def strategy_labels(turns: Sequence[str], classifier: StrategyClassifier | None = None) -> list[str]:
+    """The strategy of every sentence of `turns`, in order: the classifier's label (fitted on the human dialogues:
+    `StrategyClassifier`), or without one the cue lexicon's first cue (`hear`; "other" where it hears none)."""
+    if classifier is not None:
+        return [label for labels in classifier.label_turns(turns) for label in labels]
+    return [(hear(s) or ["other"])[0] for t in turns for s in split_sentences(t)]
+
+
 def label_of(annotation: str) -> str:
     """The classifier's label of an annotation label (er_label_1): a strategy, `ask` or `other`."""
     return annotation if annotation in STRATEGIES else "ask" if annotation in ASK_LABELS else "other"

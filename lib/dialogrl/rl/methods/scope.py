@@ -95,6 +95,22 @@ def simulators(model, tok, members: Sequence[tuple] | None = None, *, max_new_to
     return out
 
 
+FROZEN = ("single", "single_hot", "vs", "ensemble")   # the methods that train against a frozen simulator
+COTRAINED = ("cotrain", "population")                 # the methods that train their simulator too
+
+
+def reference_simulators(method: str, sims: Mapping[str, Agent], methods: Sequence[str]) -> dict[str, Agent]:
+    """The frozen simulators a run of `method` plays besides its own, each under the label its games get: the base
+    plays the training simulator of every frozen method of `methods` ("train-<method>": the mismatch's and the
+    manipulation checks' reference) and, with a co-trained method among them, the warm start where its simulator
+    starts ("train-initial"); a co-trained method's policy plays that starting point too (its check: against its
+    final simulator, the simulator's own learning would count as the policy's). `sims`: the run's `simulators`."""
+    if method == "base":
+        out = {f"train-{m}": sims[m] for m in FROZEN if m in methods}
+        return out | ({"train-initial": sims["reference"]} if any(m in COTRAINED for m in methods) else {})
+    return {"train-initial": sims["reference"]} if method in COTRAINED else {}
+
+
 class SimulatorPool:
     """Population co-training's FIFO pool of simulator checkpoints, as a Trainer hook (`Trainer(hooks=[pool])`).
 

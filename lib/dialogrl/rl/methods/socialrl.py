@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dialogrl.agents import LMAgent, LMCounterpart
+from dialogrl.envs import social
 from dialogrl.envs.social import ALL_PARTNERS
 from dialogrl.game import Agent, Task
 from dialogrl.models import PRECISIONS
@@ -64,6 +66,13 @@ def method_spec(method: str, task: Task, partner: Agent, judge, process_coef: fl
     roles = {role: RoleSpec(adapter="policy", trainable=True), partner_role: RoleSpec(agent=partner)}
     return MethodSpec(method, roles, {"algorithm": s.algorithm, "gamma": s.gamma, "lam": s.lam}, {role: "policy"},
                       turn_rewards=process, adapters=("policy",))
+
+
+def training_partner(lm: LMAgent | None, seed: int) -> Agent:
+    """A training run's partner: the scripted partners (`envs.social.ScriptedAgent`: the scene's profile, draws keyed
+    by each game and `seed`) or, given `lm`, that language model playing each scene's partner from its character
+    prompt and saying where it stands by calibrated likelihood (`agents.LMCounterpart`)."""
+    return social.ScriptedAgent(None, seed=seed) if lm is None else LMCounterpart(lm, name="partner")
 
 
 class ProcessLog:
