@@ -203,3 +203,12 @@ def test_turn_diversity_leaves_other_out_of_the_strategy_entropy():
     d = turn_diversity(["a b c", "a b d"], ["logical", "emotional", "other"])
     assert d["strategy_entropy"] == label_entropy(["logical", "emotional"]) and 0 < d["distinct_2"] <= 1
     assert turn_diversity(["x"], ["other"])["strategy_entropy"] == 0.0
+
+
+def test_policy_diversity_measures_each_methods_turns_and_their_coverage():
+    from dialogrl.collapse import policy_diversity, turn_diversity
+
+    turns = {"a": ["give to save a child", "please donate today"], "b": ["hello", "hello"], "c": []}
+    rows = policy_diversity(turns, lambda t: turn_diversity(t, []), clusters=2, seed=0)
+    assert [r["method"] for r in rows] == ["a", "b", "c"] and np.isnan(rows[2]["coverage"])
+    assert 0 < rows[0]["coverage"] <= 1 and rows[1]["distinct_1"] == 0.5

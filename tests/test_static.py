@@ -28,6 +28,11 @@ def test_contexts_are_proper_prefixes_of_the_logs(logs):
     contexts = cut_contexts(TASK, games)
     assert len(contexts) == sum(len(g.talk_turns()) for g in games)
     assert len(cut_contexts(TASK, games, roles=["B"])) == sum(len(g.talk_turns()) // 2 for g in games)
+    spread = cut_contexts(TASK, games, roles=["B"], n=7)   # n of them, evenly spread: the first and the last kept
+    every = cut_contexts(TASK, games, roles=["B"])
+    assert len(spread) == 7 and (spread[0].game, spread[0].k) == (every[0].game, every[0].k)
+    assert (spread[-1].game, spread[-1].k) == (every[-1].game, every[-1].k)
+    assert len(cut_contexts(TASK, games[:1], roles=["B"], n=10**6)) == len(games[0].talk_turns()) // 2
     for c in contexts:
         logged = games[c.game].talk_turns()
         assert c.k < len(logged) and len(c.state.turns) == c.k and not c.state.done

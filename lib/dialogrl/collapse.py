@@ -16,14 +16,16 @@ The diversity measures of texts live here too (notebook 03's policy and simulato
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import numpy as np
 import pandas as pd
 
-from dialogrl.agents import VerbalizedSampling
+from dialogrl.agents import LMAgent, LMCounterpart, VerbalizedSampling
 from dialogrl.claims import judge
 from dialogrl.evaluate import cross_play
 from dialogrl.game import ActRequest, Agent, GameState, Task
+from dialogrl.models import load_model
 from dialogrl.seeds import stream_rng, stream_seed
 from dialogrl.stats import t_interval
 from dialogrl.verbalized import parse_vs, vs_messages
@@ -158,6 +160,34 @@ def collapse_at_chats(task: Task, talker, simulators: Mapping[str, Agent], polic
                for name, agent in simulators.items()}
     rows = spread(replies)
     return spread_record(replies, rows, measures, samples, unusable, reference), rows
+
+
+def pretrained_collapse(task: Task, name: str, policy: Agent, scenarios: Sequence, role: str, samples: int,
+                        seed: int, spread: Callable[[dict], pd.DataFrame], measures: Sequence[str], *, bf16: bool,
+                        max_new_tokens: int, temperature: float, hot_temperature: float, vs_k: int, vs_mode: str,
+                        vs_max_new_tokens: int, counterpart: str) -> tuple[dict, pd.DataFrame]:
+    """The collapse of the pretrained model `name` as a simulator (`collapse_at_chats`): the model talks as the
+    other role in games against `policy` on `scenarios` (at temperature 1), and at each cut four simulators of it
+    reply: "reference" (temperature 1), "single" (`temperature`), "single_hot" (`hot_temperature`) and "vs"
+    (Verbalized Sampling of `vs_k` answers at `hot_temperature`, up to `vs_max_new_tokens`; `counterpart` names the
+    other role in its prompt). Returns `spread_record`'s record and the spread's rows."""
+    lm = partial(LMAgent, *load_model(name, device="auto", bf16=bf16), name=name, max_new_tokens=max_new_tokens)
+    sims = {"reference": lm(temperature=1.0), "single": lm(temperature=temperature),
+            "single_hot": lm(temperature=hot_temperature),
+            "vs": VerbalizedSampling(lm(temperature=hot_temperature, max_new_tokens=vs_max_new_tokens), k=vs_k,
+                                     mode=vs_mode, seed=seed, counterpart=counterpart)}
+    return collapse_at_chats(task, LMCounterpart(lm(temperature=1.0), name=name), sims, policy, scenarios, role,
+                             samples, seed, spread, measures)
+
+
+def policy_diversity(turns: Mapping[str, Sequence[str]], diversity: Callable[[list[str]], dict], clusters: int,
+                     seed: int) -> list[dict]:
+    """One training seed's policies, method by method: what each said ({method: its turns}) as `diversity` measures
+    it, and the share of `clusters` k-means clusters of every method's sentence embeddings its turns fall in
+    ("coverage": `cluster_coverage`, nan for a method that said nothing). A row per method."""
+    emb = {m: sentence_embeddings(t) for m, t in turns.items() if t}
+    cov = cluster_coverage(emb, k=min(clusters, sum(len(e) for e in emb.values())), seed=seed)
+    return [{"method": m, **diversity(list(t)), "coverage": cov.get(m, float("nan"))} for m, t in turns.items()]
 
 
 # ------------------------------------------------------------- diversity measures

@@ -81,8 +81,10 @@ def persona_logs(task: Task, n: int, seed: int, personas: Sequence[str] | None =
     return [e.state for e in play(task, agents, task.sample_scenarios(n, seed=seed))]
 
 
-def cut_contexts(task: Task, games: Sequence[GameState], roles: Sequence[str] | None = None) -> list[Context]:
-    """Every talk turn of every finished logged game as a Context (only those spoken by `roles`, default all).
+def cut_contexts(task: Task, games: Sequence[GameState], roles: Sequence[str] | None = None,
+                 n: int | None = None) -> list[Context]:
+    """Every talk turn of every finished logged game as a Context (only those spoken by `roles`, default all; with
+    `n`, at most n of them, evenly spread over the logs).
 
     The prefix of turn k is rebuilt by replaying the logged texts of turns 0..k-1 through task.step on a fresh
     state, so the task's bookkeeping (standing offer, phase) is that of the prefix, not of the finished game.
@@ -105,6 +107,8 @@ def cut_contexts(task: Task, games: Sequence[GameState], roles: Sequence[str] | 
                 out.append(Context(copy.deepcopy(state), logged.role, k, logged.text,
                                    float(outcome[logged.role]["reward"]), g))
             task.step(state, logged.text).agent = logged.agent
+    if n is not None and n < len(out):
+        out = [out[i] for i in np.linspace(0, len(out) - 1, n).astype(int)]
     return out
 
 
