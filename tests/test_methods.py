@@ -226,3 +226,20 @@ def test_a_papers_parameters_are_checked_by_its_module(stem, change, needle):
     assert set(ok) == set(cell_literals(stem))
     with pytest.raises(ValueError, match=needle):
         paper(stem).parameters({**cell_literals(stem), **change})
+
+
+def test_scope_trained_simulator_reseeds_the_ensemble_and_copies_the_vs_counts():
+    from types import SimpleNamespace
+
+    from dialogrl.agents import VerbalizedSampling
+    from dialogrl.game import Population
+
+    members = {"sim-0": ScriptedAgent("fair"), "sim-1": ScriptedAgent("greedy")}
+    trainer = SimpleNamespace(agents={"B": Population(members, seed=99, name="ensemble")})
+    sim, stats = scope.trained_simulator("ensemble", trainer, "B", seed=7)
+    assert sim.seed == 7 and trainer.agents["B"].seed == 99 and stats is None   # a copy, reseeded
+    vs = VerbalizedSampling(ScriptedAgent("fair"), k=2, seed=0)
+    vs.stats["turns"] = 3
+    sim, stats = scope.trained_simulator("vs", SimpleNamespace(agents={"B": vs}), "B", seed=7)
+    vs.stats["turns"] = 4   # evaluation adds to the live counts, not to training's
+    assert sim is vs and stats["turns"] == 3

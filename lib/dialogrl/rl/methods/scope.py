@@ -6,6 +6,8 @@
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -18,7 +20,7 @@ from dialogrl.models import PRECISIONS, adapter_parameters
 from dialogrl.packaged import PACKAGED_MODELS
 from dialogrl.params import ListOf, ModelName, OneOf, Optional, Str
 from dialogrl.rl.methods import COMMON_CHECKS, PACKAGED, MethodSpec, Paper
-from dialogrl.rl.trainer import RoleSpec
+from dialogrl.rl.trainer import RoleSpec, Trainer
 
 METHODS = ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
 
@@ -93,6 +95,17 @@ def simulators(model, tok, members: Sequence[tuple] | None = None, *, max_new_to
         out["ensemble"] = Population({f"sim-{j}": lm(f"sim-{j}", m, t) for j, (m, t) in enumerate(pairs)}, seed=seed,
                                      name="ensemble")
     return out
+
+
+def trained_simulator(method: str, trainer: Trainer, sim_role: str, seed: int) -> tuple[Agent, dict | None]:
+    """After training: the simulator a run's policy is checked against (its `train` games), and its Verbalized
+    Sampling counts in training (None without VS), copied before evaluation adds to them. The trainer's own agent in
+    `sim_role`; the ensemble's Population reseeded with `seed`, so that its members are drawn as the base's games
+    against the training ensemble draw them (the training hook reseeded it every step): paired games."""
+    sim = trainer.agents[sim_role]
+    if method == "ensemble":
+        sim = dataclasses.replace(sim, seed=seed)
+    return sim, copy.deepcopy(sim.stats) if isinstance(sim, VerbalizedSampling) else None
 
 
 FROZEN = ("single", "single_hot", "vs", "ensemble")   # the methods that train against a frozen simulator
