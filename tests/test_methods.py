@@ -243,3 +243,20 @@ def test_scope_trained_simulator_reseeds_the_ensemble_and_copies_the_vs_counts()
     sim, stats = scope.trained_simulator("vs", SimpleNamespace(agents={"B": vs}), "B", seed=7)
     vs.stats["turns"] = 4   # evaluation adds to the live counts, not to training's
     assert sim is vs and stats["turns"] == 3
+
+
+def test_socialrl_loads_its_partner_model_and_its_judge_from_the_notebooks_parameters():
+    """Notebook 02's training partners' model and process-reward judge, from its parameters (each training run loads
+    its own): the rule judge, or with judge "llm" an LLMJudge over judge_model (the knob notebook 02 once lost to a
+    shadowing import) at its temperature and length."""
+    from dialogrl.envs.social.judge import RuleJudge
+    from dialogrl.rewards import LLMJudge
+
+    p = {"partner_model": None, "judge": "rule", "judge_model": None, "precision": "fp32", "max_new_tokens": 16,
+         "counterpart_temperature": 0.7, "judge_max_new_tokens": 64, "judge_temperature": 0.2}
+    assert socialrl.partner_lm(p) is None and isinstance(socialrl.make_judge(p), RuleJudge)
+    p |= {"partner_model": "smollm2-135m-instruct", "judge": "llm", "judge_model": "smollm2-135m-instruct"}
+    partner, judge = socialrl.partner_lm(p), socialrl.make_judge(p)
+    assert partner.name == "partner" and partner.temperature == 0.7 and partner.max_new_tokens == 16
+    assert isinstance(judge, LLMJudge) and isinstance(judge.fallback, RuleJudge)
+    assert judge.lm.temperature == 0.2 and judge.lm.max_new_tokens == 64

@@ -22,11 +22,12 @@ import numpy as np
 from dialogrl.agents import LMAgent, LMCounterpart
 from dialogrl.envs import social
 from dialogrl.envs.social import ALL_PARTNERS
+from dialogrl.envs.social.judge import RuleJudge
 from dialogrl.game import Agent, Task
-from dialogrl.models import PRECISIONS
+from dialogrl.models import PRECISIONS, precision_settings
 from dialogrl.packaged import PACKAGED_MODELS
 from dialogrl.params import Float, ListOf, ModelName, OneOf, Optional, Str, check_judge_independent
-from dialogrl.rewards import ProcessReward, varied_within_groups, weights_table
+from dialogrl.rewards import LLMJudge, ProcessReward, varied_within_groups, weights_table
 from dialogrl.rl.methods import COMMON_CHECKS, PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec
 
@@ -73,6 +74,27 @@ def training_partner(lm: LMAgent | None, seed: int) -> Agent:
     by each game and `seed`) or, given `lm`, that language model playing each scene's partner from its character
     prompt and saying where it stands by calibrated likelihood (`agents.LMCounterpart`)."""
     return social.ScriptedAgent(None, seed=seed) if lm is None else LMCounterpart(lm, name="partner")
+
+
+def partner_lm(p: dict) -> LMAgent | None:
+    """Notebook 02's training partners' model under its parameters `p`: partner_model, a language model playing each
+    training scene's partner at counterpart_temperature (the paper's opponents: 0.7), loaded here; None without one
+    (the scripted partners). A training run loads its own, so that it receives no copy with the run."""
+    if p["partner_model"] is None:
+        return None
+    return LMAgent.load(p["partner_model"], bf16=precision_settings(p["precision"])["bf16"], name="partner",
+                        max_new_tokens=p["max_new_tokens"], temperature=p["counterpart_temperature"])
+
+
+def make_judge(p: dict):
+    """Notebook 02's process-reward judge under its parameters `p`: the rule judge (envs/social/judge.py), or with
+    judge "llm" judge_model writing and checking each turn's criteria (rewards.LLMJudge), the rule judge its fallback;
+    its model loaded here (a training run loads its own)."""
+    if p["judge"] == "rule":
+        return RuleJudge()
+    return LLMJudge(LMAgent.load(p["judge_model"], bf16=precision_settings(p["precision"])["bf16"], name="judge",
+                                 max_new_tokens=p["judge_max_new_tokens"], temperature=p["judge_temperature"]),
+                    fallback=RuleJudge())
 
 
 class ProcessLog:
