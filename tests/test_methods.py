@@ -260,3 +260,13 @@ def test_socialrl_loads_its_partner_model_and_its_judge_from_the_notebooks_param
     assert partner.name == "partner" and partner.temperature == 0.7 and partner.max_new_tokens == 16
     assert isinstance(judge, LLMJudge) and isinstance(judge.fallback, RuleJudge)
     assert judge.lm.temperature == 0.2 and judge.lm.max_new_tokens == 64
+
+
+def test_ibrl_held_out_counterparts_are_loaded_from_the_notebooks_parameters():
+    from dialogrl.agents import LMAgent, LMCounterpart
+
+    held = ibrl.held_out("smollm2-135m-instruct", ["smollm2-135m-instruct"], {"bf16": False, "max_new_tokens": 12})
+    assert list(held) == ["heldout-model", "smollm2-135m-instruct"]
+    assert isinstance(held["heldout-model"], LMAgent) and held["heldout-model"].max_new_tokens == 12
+    assert isinstance(held["smollm2-135m-instruct"], LMCounterpart)
+    assert held["smollm2-135m-instruct"].lm.temperature == 0.7

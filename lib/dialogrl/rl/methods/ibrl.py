@@ -12,7 +12,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
+from dialogrl.agents import LMAgent, LMCounterpart
 from dialogrl.envs.dealnodeal import ALL_PERSONAS
 from dialogrl.envs.telesales import BUYER_PERSONAS, SELLER_GOALS, UNSEEN_BUYERS
 from dialogrl.packaged import PACKAGED_MODELS
@@ -58,6 +60,16 @@ def spec(method: str, roles: dict[str, RoleSpec], eval_adapters: dict[str, str |
     adapters = tuple(sorted({r.adapter for r in roles.values() if r.adapter}))
     return MethodSpec(method, roles, {"isolate": isolate}, eval_adapters, adapters=adapters,
                       train_counterparts=train_counterparts)
+
+
+def held_out(heldout: str, packaged: Sequence[str], p: dict) -> dict:
+    """A task's held-out counterparts that are models, loaded here under notebook 04's parameters `p`: the held-out
+    model ("heldout-model", the warm start's recipe on another corpus, or a hub model) and the pretrained
+    counterparts of another family (`packaged`, at temperature 0.7), loaded where they play: the notebook's process
+    for the design checks, each training run's for its evaluation (a run receives none with its closure)."""
+    load = partial(LMAgent.load, bf16=p["bf16"], max_new_tokens=p["max_new_tokens"])
+    return {"heldout-model": load(heldout, name="heldout-model"),
+            **{m: LMCounterpart(load(m, name=m, temperature=0.7), name=m) for m in packaged}}
 
 
 def workload(p: dict, base: dict) -> list[dict]:
