@@ -91,10 +91,13 @@ class Paper:
     def parameters(self, namespace: dict) -> dict:
         """The notebook's parameters, checked before any work starts: its profile applied to `namespace` (its
         globals; `dialogrl.params.resolve_profile`: params/<stem>/<profile>.yaml), every parameter of its cell
-        checked by its literal's type and `checks`, then by `check`. Returns {name: value} (what config.json
-        records)."""
+        checked by its literal's type and `checks`, a `methods` list naming each method once, then by `check`.
+        Returns {name: value} (what config.json records)."""
         resolve_profile(namespace, self.stem)
         params = check_params(namespace, self.checks, cell=self.stem)
+        methods = params.get("methods")
+        if isinstance(methods, list) and len(set(methods)) != len(methods):
+            raise ValueError(f"methods={methods}: each method once")
         if self.check is not None:
             self.check(params)
         if params.get("n_seeds") == 1:

@@ -75,7 +75,6 @@ def workload(p: dict, base: dict) -> list[dict]:
              "runs": seeds, "turns": 1, "trained_turns": 1, "lm_agents": 1, "eval_plays": evals}]
 
 
-# human_logs None: the synthetic humans stand in (the real logs come from the hub)
 CHECKS = {**COMMON_CHECKS,   # notebook 01's parameters: what their literals do not say
     "policy_model": ModelName(),
     "human_logs": Str(),   # None or a string
@@ -114,6 +113,7 @@ def check(p: dict) -> None:
         print("note: the human proxy shares personas with the logged humans", shared)
 
 
+# human_logs None: the synthetic humans stand in (the real logs come from the hub)
 PAPER = Paper("01_calibrated_interactive_rl", "From Static Context to Calibrated Interactive RL", method_spec,
               workload, stand_ins={"policy_model": "dond", "human_logs": None},
               packaged_stand_ins={"policy_model": PACKAGED, "human_logs": None}, checks=CHECKS, check=check)

@@ -227,13 +227,7 @@ CHECKS = {**COMMON_CHECKS,   # notebook 03's parameters: what their literals do 
 }
 
 
-def check(p: dict) -> None:
-    """Notebook 03's checks across parameters: each method once."""
-    if len(set(p["methods"])) != len(p["methods"]):
-        raise ValueError(f"methods={p['methods']}: each method once")
-
-
 PAPER = Paper("03_scope_simulator_collapse", "SCOPE: simulator collapse", method_spec, workload,
               stand_ins={"policy_model": "persuasion", "heldout_models": ["persuasion"]},
               packaged_stand_ins={"policy_model": PACKAGED, "heldout_models": [PACKAGED]},
-              checks=CHECKS, check=check)
+              checks=CHECKS)

@@ -141,8 +141,6 @@ def workload(p: dict, base: dict) -> list[dict]:
              "check_plays": (lm_partner * seeds + lm_panel) * 0.5 + seeds * (1 + lm_partner) / 2}]
 
 
-# the judge and the training partner are never held-out partners (the notebook refuses one model in two parts): the
-# embedded held-out recipe plays that one, and with the packaged model the packaged held-out partner is left out
 CHECKS = {**COMMON_CHECKS,   # notebook 02's parameters: what their literals do not say
     "policy_model judge_model partner_model judge_validation_models heldout_models": ModelName(),
     "methods": ListOf(OneOf("base", *METHODS), min_len=1),
@@ -164,10 +162,8 @@ CHECKS = {**COMMON_CHECKS,   # notebook 02's parameters: what their literals do 
 
 
 def check(p: dict) -> None:
-    """Notebook 02's checks across parameters: each method once; an LLM judge needs its model; neither the judge nor
-    the training partner model plays a held-out partner (`check_judge_independent`)."""
-    if len(set(p["methods"])) != len(p["methods"]):
-        raise ValueError(f"methods={p['methods']}: each method once")
+    """Notebook 02's checks across parameters: an LLM judge needs its model; neither the judge nor the training
+    partner model plays a held-out partner (`check_judge_independent`)."""
     if p["judge"] == "llm" and p["judge_model"] is None:
         raise ValueError("judge='llm' needs judge_model (a hub id or a local folder)")
     heldout = [*p["heldout_models"], *p["heldout_packaged"]]
@@ -175,6 +171,8 @@ def check(p: dict) -> None:
     check_judge_independent(p["partner_model"], heldout, name="partner_model")
 
 
+# the judge and the training partner are never held-out partners (the notebook refuses one model in two parts): the
+# embedded held-out recipe plays that one, and with the packaged model the packaged held-out partner is left out
 PAPER = Paper("02_socialrl", "SocialRL", method_spec, workload,
               stand_ins={"policy_model": "social", "judge_model": "social", "partner_model": "social",
                          "heldout_models": ["tiny-social-alt"]},
