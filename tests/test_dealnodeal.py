@@ -113,6 +113,15 @@ def test_counter_offer_replaces_the_standing_one():
     assert (out["A"]["score"], out["B"]["score"]) == (6, 10)
 
 
+def test_a_capped_game_is_the_same_game_with_fewer_turns():
+    task = DealOrNoDeal(protocol="offer", max_turns=10, invalid_penalty=0.5, notes=["B"])
+    short = task.capped(4)
+    assert (short.protocol, short.max_turns, short.invalid_penalty, short.notes) == ("offer", 4, 0.5, ("B",))
+    assert task.max_turns == 10   # the game it was capped from is unchanged
+    state = play_texts(short, SC, ["hi", "hello", "hi", "hello"])
+    assert state.done and state.end_reason == "turn_cap"
+
+
 def test_no_deal_and_turn_cap_score_zero():
     task = DealOrNoDeal(max_turns=3)
     state = play_texts(task, SC, ["[propose book=1 hat=0 ball=3]", "never [no deal]"])

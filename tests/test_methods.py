@@ -61,6 +61,23 @@ def test_unknown_ibrl_methods_are_named():
         ibrl.method_spec("ibrl", ("A", "B", "C"))
 
 
+def test_the_synthetic_humans_split_their_logs_and_keep_their_proxy_apart():
+    from dialogrl.envs.dealnodeal import DealOrNoDeal
+
+    p = {"seed": 3, "human_personas": ["greedy", "fair"], "human_weights": [0.5, 0.5], "human_style": "casual",
+         "n_human_logs": 20, "proxy_personas": ["firm", "reciprocal"]}
+    humans = calibrated.synthetic_humans(DealOrNoDeal(max_turns=6), p)
+    assert len(humans.train_logs) == 16 and len(humans.held_logs) == 4   # 80% for training and calibration
+    assert all(s.done for s in humans.train_logs + humans.held_logs)
+    again = calibrated.synthetic_humans(DealOrNoDeal(max_turns=6), p)
+    assert [s.turns for s in again.train_logs] == [s.turns for s in humans.train_logs]   # the seed decides the logs
+    proxy = humans.proxy()
+    assert proxy is not humans.proxy() and set(proxy.members) == {"firm", "reciprocal"}   # a fresh proxy each time
+    assert set(humans.family) == {"firm", "reciprocal"} and set(humans.family.values()) <= {"same rule family",
+                                                                                            "other family"}
+    assert [r["counterpart"] for r in humans.table] == ["firm", "reciprocal"] and "20 games" in humans.note
+
+
 def test_calibrated_rl_methods():
     sims = {"uncalibrated": object(), "calibrated": object()}
     policy = RoleSpec(adapter="policy", trainable=True)

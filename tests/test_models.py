@@ -5,9 +5,11 @@ import torch
 from dialogrl.models import (
     ModelUnavailableError,
     adapter_parameters,
+    adapter_state,
     add_adapters,
     base_model,
     check_model_name,
+    load_adapter_state,
     load_model,
     resolve_model_path,
     use_adapter,
@@ -77,6 +79,19 @@ def test_two_adapters_each_train_only_their_own_parameters(toy_model_dir):
     changed = {n for n, p in model.named_parameters() if not torch.equal(p, snap[n])}
     assert changed and changed <= set(buyer)
     assert all(torch.equal(p, snap[n]) for n, p in seller.items())
+
+
+def test_an_adapters_state_is_a_copy_that_loads_back(toy_model_dir):
+    model, tok = load_model(str(toy_model_dir), adapters=["policy"], device="cpu", lora_r=4)
+    state = adapter_state(model, "policy")
+    assert set(state) == set(adapter_parameters(model, "policy"))
+    _train_step(model, tok, "policy")
+    moved = adapter_parameters(model, "policy")
+    assert any(not torch.equal(moved[n], t) for n, t in state.items())   # a copy: the step left it as it was
+    load_adapter_state(model, "policy", state)
+    assert all(torch.equal(moved[n], t) for n, t in state.items())
+    with pytest.raises(ValueError, match="other weights"):
+        load_adapter_state(model, "policy", dict(list(state.items())[1:]))
 
 
 def test_active_adapter_changes_the_output(toy_model_dir):

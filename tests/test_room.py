@@ -8,6 +8,7 @@ from dialogrl.envs import dealnodeal, persuasion, social, telesales
 from dialogrl.game import Agent
 from dialogrl.room import (
     RESPONSE_GAP,
+    ceiling,
     replace_unresponsive,
     require_responsive,
     require_room,
@@ -77,6 +78,12 @@ def test_room_test_finds_the_best_reference_and_refuses_a_design_without_room():
     two = room_test(task, "seller", [buyers, telesales.population("buyer", seed=4)], sellers,   # one per build
                     [telesales.ScriptedAgent("pusher", seed=9)] * 2, n=30, seed=0)
     assert two["games"] == 60 and set(two["references"]) == set(sellers)
+
+
+def test_a_manipulation_checks_ceiling_is_its_room_tests_or_the_nominal_one():
+    rooms = {"sim": {"ceiling": 7.5, "reference": "fair", "room": 2.0}}
+    assert ceiling(rooms, "sim", 10.0) == {"ceiling": 7.5, "reference": "fair"}
+    assert ceiling(rooms, "logs", 10.0) == {"ceiling": 10.0, "reference": None}   # not measured: nominal
 
 
 def test_a_build_whose_counterparts_do_not_respond_is_replaced_within_the_budget():

@@ -111,6 +111,8 @@ def test_compounding_check(name, verdict, tmp_path):
                       "min_detectable_quadratic", "aic", "bic", "verdict", "bound_holds", "shift_quadratic_coef",
                       "r_max", "reward", "bound_test"}
     assert d["df"] == len(HORIZONS) - 3 and np.array(d["gap_ci"]).shape == (len(HORIZONS), 2)
+    line = check.summary_line()
+    assert line.startswith(f"verdict {check.verdict}: curvature {check.quadratic_coef:.4f}") and "bound holds" in line
 
 
 def test_terminal_reward_bound_counts_the_last_turn():

@@ -384,6 +384,21 @@ def adapter_parameters(model, name: str) -> dict[str, torch.nn.Parameter]:
     return {n: p for n, p in model.named_parameters() if key in n and "lora_" in n}
 
 
+def adapter_state(model, name: str) -> dict[str, torch.Tensor]:
+    """A copy of adapter `name`'s weights (detached, on their device): what `load_adapter_state` puts back."""
+    return {n: p.detach().clone() for n, p in adapter_parameters(model, name).items()}
+
+
+def load_adapter_state(model, name: str, state: dict[str, torch.Tensor]) -> None:
+    """Adapter `name`'s weights set to `state` (an `adapter_state` of a model of the same shape)."""
+    params = adapter_parameters(model, name)
+    if set(state) != set(params):
+        raise ValueError(f"the state has other weights than adapter {name!r}: {sorted(set(state) ^ set(params))[:3]}")
+    with torch.no_grad():
+        for n, t in state.items():
+            params[n].copy_(t)
+
+
 def hub_shaped_model(hub_id: str, device: str = "cpu", bf16: bool = False, seed: int = 0, **overrides):
     """A model of a hub model's shape (its committed config, `overrides` applied) with random weights, and a
     tokenizer for it, built offline: the packaged SmolLM2 tokenizer (its 49,152 ids fit every config here) with the

@@ -148,6 +148,14 @@ def room_record(scores: Mapping[str, Sequence[float]], metric: str, share: float
             "games": int(len(base_scores)), "passed": bool(room > 0 and rows[best]["ci"][0] >= threshold)}
 
 
+def ceiling(rooms: Mapping[str, dict], name: str, nominal: float) -> dict:
+    """The ceiling of a manipulation check of training against `name` (`claims.method_check`'s ceiling and
+    reference): its room test's attainable ceiling and the reference that reached it, or the nominal ceiling (no
+    reference) where `rooms` has no room test of `name`."""
+    r = rooms.get(name)
+    return {"ceiling": r["ceiling"], "reference": r["reference"]} if r else {"ceiling": nominal, "reference": None}
+
+
 def require_room(records: Mapping[str, dict]) -> None:
     """Raise ValueError naming every room test of `records` ({name: room_test record}) that failed: no reference
     policy demonstrably reaches the check's threshold, so a trained method's check could not be passed."""

@@ -211,6 +211,12 @@ class CompoundingCheck:
             return v
         return {name: plain(getattr(self, name)) for name in self.__dataclass_fields__}
 
+    def summary_line(self) -> str:
+        """The verdict, the curvature with its interval beside what this design detects, and the bound, in a line."""
+        return (f"verdict {self.verdict}: curvature {self.quadratic_coef:.4f} {np.round(self.quadratic_ci, 4)}, "
+                f"detectable at 80% power {self.min_detectable_quadratic:.4f}; bound holds: {self.bound_holds} "
+                f"({self.bound_test})")
+
     def fitted(self, grid: Sequence[float], degree: int) -> np.ndarray:
         """The OLS fit of the gap against H of `degree` (1: linear, 2: quadratic), evaluated at the horizons `grid`."""
         coef = _ols(self.horizons, degree)[1] @ self.gap                          # (degree + 1,) a, b[, c]

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from dialogrl.models import adapter_parameters
+from dialogrl.models import adapter_parameters, load_adapter_state
 from dialogrl.rl.config import TrainConfig
 
 
@@ -98,11 +98,8 @@ def load(trainer, path: str | Path) -> None:
     if differ or set(state["adapters"]) != set(trainer.adapter_roles):
         raise CheckpointError(f"the checkpoint {file} is of another training run; it differs in "
                               f"{'; '.join(differ) or 'its update paths ' + str(sorted(state['adapters']))}")
-    with torch.no_grad():
-        for a, tensors in state["adapters"].items():
-            params = adapter_parameters(trainer.model, a)
-            for n, t in tensors.items():
-                params[n].copy_(t)
+    for a, tensors in state["adapters"].items():
+        load_adapter_state(trainer.model, a, tensors)
     for a, sd in state["critics"].items():
         trainer.critics[a].load_state_dict(sd)
     for a, sd in state["optimizers"].items():

@@ -244,7 +244,12 @@ class DealOrNoDeal(Task):
             raise ValueError("notes mark proposals, which only the offer protocol has")
         self.notes = tuple(notes)
 
+    def capped(self, max_turns: int) -> DealOrNoDeal:
+        """The same game (protocol, penalty, selector, notes) with talk capped at `max_turns` turns."""
+        return DealOrNoDeal(self.protocol, max_turns, self.invalid_penalty, self.selector, self.notes)
+
     # -- scenarios and views
+
     def sample_scenarios(self, n: int, seed: int) -> list[DondScenario]:
         rng = random.Random(seed)
         return [sample_scenario(rng, id=i) for i in range(n)]
