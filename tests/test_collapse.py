@@ -11,6 +11,7 @@ from dialogrl.collapse import (
     before_last_reply,
     collapse_at_chats,
     collapse_at_states,
+    manipulation_checks,
     reply_spread,
     sample_replies,
     spread_record,
@@ -212,3 +213,31 @@ def test_policy_diversity_measures_each_methods_turns_and_their_coverage():
     rows = policy_diversity(turns, lambda t: turn_diversity(t, []), clusters=2, seed=0)
     assert [r["method"] for r in rows] == ["a", "b", "c"] and np.isnan(rows[2]["coverage"])
     assert 0 < rows[0]["coverage"] <= 1 and rows[1]["distinct_1"] == 0.5
+
+
+def test_scopes_manipulation_checks_read_each_method_against_its_own_simulator():
+    """Frozen methods: their `train` games against the base's `train-<method>` games; a co-trained method: its games
+    against where its simulator started (`train-initial`), plus whether that simulator changed; VS: its two
+    interventions. Each against the room of the simulator it is checked against."""
+    rows = []
+    for seed in range(3):
+        for sc in range(8):
+            def add(method, counterpart, reward, success=0.0):
+                rows.append({"method": method, "counterpart": counterpart, "role": "persuader", "scenario": sc,
+                             "seed": seed, "reward": reward + 0.01 * ((sc + seed) % 3), "success": success})
+            add("base", "train-vs", 0.2)
+            add("base", "train-initial", 0.3)
+            add("vs", "train", 0.6)
+            add("cotrain", "train-initial", 0.5, success=0.0)
+            add("cotrain", "train", 0.1, success=float(sc % 2 == 0))   # its simulator learned to refuse
+    games = pd.DataFrame(rows)
+    rooms = {"vs": {"ceiling": 1.0, "reference": "fair"}, "reference": {"ceiling": 0.9, "reference": "emotional"}}
+    checks = manipulation_checks(games, ["base", "vs", "cotrain"], rooms, vs_usable=0.9, top1_gap=0.1)
+    assert set(checks) == {"vs", "cotrain"}
+    assert checks["vs"]["gain"] == pytest.approx(0.4) and checks["vs"]["reference"] == "fair"
+    assert [i["happened"] for i in checks["vs"]["interventions"]] == [True, True] and checks["vs"]["intervention"]
+    assert checks["cotrain"]["gain"] == pytest.approx(0.2) and checks["cotrain"]["reference"] == "emotional"
+    changed = checks["cotrain"]["interventions"][0]
+    assert changed["value"] == pytest.approx(0.5) and changed["happened"]
+    unusable = manipulation_checks(games, ["base", "vs"], rooms, vs_usable=0.5, top1_gap=0.1)["vs"]
+    assert unusable["intervention"] is False   # most VS answers unusable: VS did not happen

@@ -78,6 +78,22 @@ def test_the_synthetic_humans_split_their_logs_and_keep_their_proxy_apart():
     assert [r["counterpart"] for r in humans.table] == ["firm", "reciprocal"] and "20 games" in humans.note
 
 
+def test_scopes_held_out_panel_and_what_each_method_is_checked_against():
+    assert scope.checked_against(["base", "single", "vs", "cotrain", "population"]) == {
+        "single": "single", "vs": "vs", "cotrain": "reference", "population": "reference"}
+    p = {"policy_model": "tiny-persuasion", "warm_start_dialogues": 30, "heldout_corpus_seeds": [],
+         "heldout_models": ["/models/hub-persuadee"], "heldout_personas": ["principled", "attentive"],
+         "heldout_packaged": [], "max_new_tokens": 16, "counterpart_temperature": 0.7}
+    held = scope.held_out(p, None, bf16=False)
+    assert held.members == ["principled", "attentive", "hub-persuadee"] and held.paths == {
+        "hub-persuadee": "/models/hub-persuadee"}
+    assert held.family["hub-persuadee"] == "other family" and {r["counterpart"] for r in held.table} == {
+        "principled", "attentive"}
+    settings = scope.collapse_settings({"max_new_tokens": 16, "single_temperature": 0.3, "vs_temperature": 1.0,
+                                        "vs_k": 5, "vs_mode": "standard", "vs_max_new_tokens": 64})
+    assert (settings["temperature"], settings["hot_temperature"], settings["counterpart"]) == (0.3, 1.0, "Persuader")
+
+
 def test_calibrated_rl_methods():
     sims = {"uncalibrated": object(), "calibrated": object()}
     policy = RoleSpec(adapter="policy", trainable=True)

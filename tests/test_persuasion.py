@@ -321,6 +321,8 @@ def test_strategy_classifier_beats_the_majority_label(p4g):
     assert set(clf.predict(["Imagine a child going to bed hungry.", "Would you like to donate some of it?"])) <= \
         set(LABELS)
     assert [len(x) for x in clf.label_turns(["Hi. How are you?", "Save the Children is great."])] == [2, 1]
+    assert str(clf).startswith(f"persuader classifier: accuracy {r['accuracy']:.3f}") and "60 held-out" in str(clf)
+    assert "not measured" in str(StrategyClassifier())
 
 
 def test_persuadee_act_classifier_reads_the_persuadee_annotation(p4g):

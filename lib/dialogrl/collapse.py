@@ -15,6 +15,7 @@ The diversity measures of texts live here too (notebook 03's policy and simulato
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
@@ -22,12 +23,14 @@ import numpy as np
 import pandas as pd
 
 from dialogrl.agents import LMAgent, LMCounterpart, VerbalizedSampling
-from dialogrl.claims import judge
+from dialogrl.claims import intervention, judge, manipulation_check, with_interventions
 from dialogrl.evaluate import cross_play
 from dialogrl.game import ActRequest, Agent, GameState, Task
 from dialogrl.models import load_model
+from dialogrl.rl.methods.scope import COTRAINED, FROZEN, checked_against
+from dialogrl.run import seed_everything
 from dialogrl.seeds import stream_rng, stream_seed
-from dialogrl.stats import t_interval
+from dialogrl.stats import paired_clustered, t_interval
 from dialogrl.verbalized import parse_vs, vs_messages
 
 
@@ -178,6 +181,70 @@ def pretrained_collapse(task: Task, name: str, policy: Agent, scenarios: Sequenc
                                      mode=vs_mode, seed=seed, counterpart=counterpart)}
     return collapse_at_chats(task, LMCounterpart(lm(temperature=1.0), name=name), sims, policy, scenarios, role,
                              samples, seed, spread, measures)
+
+
+def frozen_collapse(task: Task, sims: Mapping[str, Agent], scenarios: Sequence, role: str, samples: int, seed: int,
+                    spread: Callable[[dict], pd.DataFrame], measures: Sequence[str], max_new_tokens: int) -> dict:
+    """A training seed's frozen simulators collapsed or not (notebook 03; `sims`: `scope.simulators`): its single and
+    VS simulators beside the reference (the warm start at temperature 1), at the states of the warm start's games
+    (`role`, writing up to `max_new_tokens`) against the reference on `scenarios`; torch seeded with `seed` first.
+    Returns `collapse_at_states`'s record: top-1 reply share, spread and gamma (nan: too few replies seen on both
+    sides to fit)."""
+    seed_everything(seed)   # the replies' draws (one batch per state) come from torch's generator
+    policy = LMAgent(sims["reference"].model, sims["reference"].tok, max_new_tokens=max_new_tokens)
+    return collapse_at_states(task, {n: sims[n] for n in ("reference", "single", "vs")}, policy, scenarios, role,
+                              samples, seed, spread, measures)[0]
+
+
+def pretrained_collapses(task: Task, names: Sequence[str], policy: Agent, scenarios: Callable[[str], Sequence],
+                         role: str, samples: int, seed: int, spread: Callable[[dict], pd.DataFrame],
+                         measures: Sequence[str], pairs: Mapping[str, tuple[str, str]], **settings
+                         ) -> tuple[dict, dict, pd.DataFrame | None, dict]:
+    """`pretrained_collapse` of each model of `names` in turn, against `policy` on `scenarios(name)` (`settings`: its
+    keyword arguments). Returns each model's record, the claims of `pairs` of its simulators (`state_claims`, named
+    collapse.<name>.<pair>), the spread's rows of all models (a column "model"; None without models) and each model's
+    seconds."""
+    records, claims, rows, seconds = {}, {}, [], {}
+    for name in names:
+        t0 = time.time()
+        records[name], rows_of = pretrained_collapse(task, name, policy, scenarios(name), role, samples, seed, spread,
+                                                     measures, **settings)
+        seconds[name] = round(time.time() - t0, 1)
+        rows.append(rows_of.assign(model=name))
+        claims.update(state_claims(rows_of, pairs, prefix=f"collapse.{name}"))
+    return records, claims, pd.concat(rows) if rows else None, seconds
+
+
+def manipulation_checks(games: pd.DataFrame, methods: Sequence[str], rooms: Mapping[str, dict],
+                        vs_usable: float | None, top1_gap: float) -> dict[str, dict]:
+    """Notebook 03's manipulation checks, one per trained method of `methods` (papers/PROTOCOL.md): the reward of its
+    games against the simulator it trained against, paired by scenario with the base's games against the same frozen
+    simulator (`train-<method>`), its ceiling the room test of that simulator (`rooms`). A co-trained method is read
+    against where its simulator started (`train-initial`, the warm start; the room of "reference"): against its final
+    simulator, the simulator's own learning would count as the policy's. VS adds what it intervenes on: its answers
+    usable in training (`vs_usable`, at least 0.8) and its replies less collapsed than single's (`top1_gap`, the top-1
+    reply share of single minus VS's, above 0); a co-trained method, that its simulator changed (the policy's success
+    against it minus against its start, the interval away from 0)."""
+    checks = {}
+    for m in [m for m in methods if m != "base"]:
+        frozen = m in FROZEN
+        against, mine = rooms[checked_against(methods)[m]], games[games["method"] == m]
+        reference = f"train-{m}" if frozen else "train-initial"
+        check = manipulation_check(mine[mine["counterpart"] == ("train" if frozen else "train-initial")],
+                                   games[(games["method"] == "base") & (games["counterpart"] == reference)],
+                                   "reward", against["ceiling"], keys=("role", "scenario"),
+                                   reference=against["reference"])
+        if m == "vs":
+            check = with_interventions(check, intervention("VS answers usable in training", vs_usable, at_least=0.8),
+                                       intervention("top-1 reply share, single minus VS", top1_gap, above=0.0))
+        if m in COTRAINED:
+            final, start = mine[mine["counterpart"] == "train"], mine[mine["counterpart"] == "train-initial"]
+            changed = paired_clustered(final, start, "success", keys=("role", "scenario"))
+            check = with_interventions(check, intervention("the co-trained simulator changed (the policy's success "
+                                                           "against it minus against its start, interval away from 0)",
+                                                           changed["diff"], ci=changed["ci"]))
+        checks[m] = check
+    return checks
 
 
 def policy_diversity(turns: Mapping[str, Sequence[str]], diversity: Callable[[list[str]], dict], clusters: int,

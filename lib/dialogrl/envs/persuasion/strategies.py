@@ -157,6 +157,15 @@ class StrategyClassifier:
         self.model = self._pipeline().fit(texts, labels)
         return self
 
+    def __str__(self) -> str:
+        """Its held-out scores in a line (after `fit`)."""
+        r = self.report
+        if not r:
+            return f"{self.role} classifier (not measured on held-out dialogues)"
+        return (f"{self.role} classifier: accuracy {r['accuracy']:.3f} (majority label {r['majority_accuracy']:.3f}), "
+                f"macro-F1 {r['macro_f1']:.3f} on {r['held_out_dialogues']} held-out dialogues of {r['dialogues']} "
+                f"({r['sentences']} sentences)")
+
     def predict(self, sentences: Sequence[str]) -> list[str]:
         if self.model is None:
             raise RuntimeError("StrategyClassifier is not fitted: call fit(records) first")

@@ -9,18 +9,22 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import torch
 
-from dialogrl.agents import LMAgent, VerbalizedSampling
+from dialogrl.agents import LMAgent, LMCounterpart, VerbalizedSampling
+from dialogrl.envs import persuasion
 from dialogrl.envs.persuasion import ALL_PERSUADEES
 from dialogrl.envs.persuasion.task import PERSUADER_GOALS
 from dialogrl.game import Agent, Population
-from dialogrl.models import PRECISIONS, adapter_parameters
+from dialogrl.heldout import held_out_table
+from dialogrl.models import PRECISIONS, adapter_parameters, load_model
 from dialogrl.packaged import PACKAGED_MODELS
 from dialogrl.params import ListOf, ModelName, OneOf, Optional, Str
 from dialogrl.rl.methods import COMMON_CHECKS, PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec, Trainer
+from dialogrl.tiny import TINY_MODELS, warm_start
 
 METHODS = ("single", "single_hot", "vs", "ensemble", "cotrain", "population")
 
@@ -97,6 +101,77 @@ def simulators(model, tok, members: Sequence[tuple] | None = None, *, max_new_to
     return out
 
 
+def seed_simulators(p: Mapping, paths: Sequence[str], k: int, bf16: bool) -> dict[str, Agent]:
+    """Training seed k's frozen simulators (`simulators`) on its warm start `paths[k]`, at the notebook's parameters
+    `p`; with "ensemble" among the methods, the ensemble's members are the next builds, `paths[k + 1]` onwards."""
+    model, tok = load_model(paths[k], device="auto", bf16=bf16)
+    members = ([load_model(paths[k + j], device="auto", bf16=bf16) for j in range(1, p["ensemble_size"])]
+               if "ensemble" in p["methods"] else None)
+    return simulators(model, tok, members, max_new_tokens=p["max_new_tokens"], temperature=p["single_temperature"],
+                      vs_temperature=p["vs_temperature"], vs_max_new_tokens=p["vs_max_new_tokens"], vs_k=p["vs_k"],
+                      vs_mode=p["vs_mode"], vs_retries=p["vs_retries"], seed=p["seed"] + k)
+
+
+def collapse_settings(p: Mapping) -> dict:
+    """The simulators a pretrained model's collapse compares (`collapse.pretrained_collapse`'s keyword arguments) at
+    notebook 03's parameters `p`: single at `single_temperature`, single_hot and VS at `vs_temperature`, as in
+    training; VS naming the other role "Persuader"."""
+    return {"max_new_tokens": p["max_new_tokens"], "temperature": p["single_temperature"],
+            "hot_temperature": p["vs_temperature"], "vs_k": p["vs_k"], "vs_mode": p["vs_mode"],
+            "vs_max_new_tokens": p["vs_max_new_tokens"], "counterpart": "Persuader"}
+
+
+@dataclasses.dataclass
+class HeldOut:
+    """Notebook 03's held-out persuadees: the scripted personas, the models by name and path (the warm-start recipe on
+    other corpora, the human-fit model, hub or local models) and the pretrained instruct persuadees, which talk from
+    the game's character prompt and decide by calibrated likelihood (`LMCounterpart`). `load()` gives the panel and
+    the pretrained ones as agents: models load where they play, in the notebook for the design checks and in each
+    training run's own process for its evaluation (a run receives none with its closure). `family`: each member's
+    split from the corpus persuadees, "same rule family" or "other family"; `table`: the scripted members' distances
+    (`heldout.held_out_table`)."""
+    personas: list[str]
+    paths: dict[str, str]
+    packaged: list[str]
+    family: dict[str, str]
+    table: list[dict]
+    bf16: bool
+    max_new_tokens: int
+    temperature: float   # the pretrained persuadees' sampling temperature
+
+    @property
+    def members(self) -> list[str]:
+        return [*self.personas, *self.paths, *self.packaged]
+
+    def load(self) -> tuple[dict[str, Agent], dict[str, Agent]]:
+        """The panel (scripted members draw by each game's seed; the models) and the pretrained persuadees."""
+        def agent(path, name, **kw):
+            return LMAgent.load(path, bf16=self.bf16, max_new_tokens=self.max_new_tokens, name=name, **kw)
+
+        panel = {n: persuasion.ScriptedAgent(n) for n in self.personas}
+        panel |= {name: agent(path, name) for name, path in self.paths.items()}
+        return panel, {n: LMCounterpart(agent(n, n, temperature=self.temperature), name=n) for n in self.packaged}
+
+
+def held_out(p: Mapping, human_data: str | None, bf16: bool) -> HeldOut:
+    """The held-out persuadees of notebook 03's parameters `p`: `heldout_personas`, the warm-start recipe on corpora
+    of `heldout_corpus_seeds`, `heldout_models`, the human-fit model of the warm starts' size (with `human_data` and
+    an embedded warm start) and `heldout_packaged` at `counterpart_temperature`. The scripted members' split is by
+    rule (what it reads, range-scaled: `heldout`); the other-corpus models imitate the corpus personas (the same rule
+    family), the human-fit, hub and pretrained models do not (another family)."""
+    paths = {f"corpus-{c}": warm_start(p["policy_model"], p["warm_start_dialogues"], corpus_seed=c)
+             for c in p["heldout_corpus_seeds"]} | {Path(m).name: m for m in p["heldout_models"]}
+    if human_data is not None and p["policy_model"] in TINY_MODELS:
+        paths["human-fit"] = warm_start("tiny-persuasion-human", p["warm_start_dialogues"], source=human_data)
+    table = held_out_table({n: persuasion.traits(n) for n in p["heldout_personas"]},
+                           {n: persuasion.traits(n) for n in persuasion.PERSUADEE_PERSONAS})
+    family = {r["counterpart"]: r["split"] for r in table} | {m: "other family" for m in
+                                                              [*paths, *p["heldout_packaged"]]}
+    family |= {n: "same rule family" for n in paths if n.startswith("corpus-")}
+    return HeldOut(list(p["heldout_personas"]), paths, list(p["heldout_packaged"]), family, table, bf16,
+                   p["max_new_tokens"], p["counterpart_temperature"])
+
+
 def trained_simulator(method: str, trainer: Trainer, sim_role: str, seed: int) -> tuple[Agent, dict | None]:
     """After training: the simulator a run's policy is checked against (its `train` games), and its Verbalized
     Sampling counts in training (None without VS), copied before evaluation adds to them. The trainer's own agent in
@@ -110,6 +185,12 @@ def trained_simulator(method: str, trainer: Trainer, sim_role: str, seed: int) -
 
 FROZEN = ("single", "single_hot", "vs", "ensemble")   # the methods that train against a frozen simulator
 COTRAINED = ("cotrain", "population")                 # the methods that train their simulator too
+
+
+def checked_against(methods: Sequence[str]) -> dict[str, str]:
+    """The frozen simulator (a name of `simulators`) each trained method of `methods` is checked against: its own, or
+    for a co-trained method where its simulator starts ("reference", the warm start)."""
+    return {m: m for m in FROZEN if m in methods} | {m: "reference" for m in COTRAINED if m in methods}
 
 
 def reference_simulators(method: str, sims: Mapping[str, Agent], methods: Sequence[str]) -> dict[str, Agent]:
