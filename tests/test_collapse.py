@@ -219,18 +219,11 @@ def test_scopes_manipulation_checks_read_each_method_against_its_own_simulator()
     """Frozen methods: their `train` games against the base's `train-<method>` games; a co-trained method: its games
     against where its simulator started (`train-initial`), plus whether that simulator changed; VS: its two
     interventions. Each against the room of the simulator it is checked against."""
-    rows = []
-    for seed in range(3):
-        for sc in range(8):
-            def add(method, counterpart, reward, success=0.0):
-                rows.append({"method": method, "counterpart": counterpart, "role": "persuader", "scenario": sc,
-                             "seed": seed, "reward": reward + 0.01 * ((sc + seed) % 3), "success": success})
-            add("base", "train-vs", 0.2)
-            add("base", "train-initial", 0.3)
-            add("vs", "train", 0.6)
-            add("cotrain", "train-initial", 0.5, success=0.0)
-            add("cotrain", "train", 0.1, success=float(sc % 2 == 0))   # its simulator learned to refuse
-    games = pd.DataFrame(rows)
+    cells = [("base", "train-vs", 0.2, 0.0), ("base", "train-initial", 0.3, 0.0), ("vs", "train", 0.6, 0.0),
+             ("cotrain", "train-initial", 0.5, 0.0), ("cotrain", "train", 0.1, None)]   # None: success every other
+    games = pd.DataFrame([{"method": m, "counterpart": c, "role": "persuader", "scenario": sc, "seed": seed,
+                           "reward": r + 0.01 * ((sc + seed) % 3), "success": float(sc % 2 == 0) if s is None else s}
+                          for seed in range(3) for sc in range(8) for m, c, r, s in cells])
     rooms = {"vs": {"ceiling": 1.0, "reference": "fair"}, "reference": {"ceiling": 0.9, "reference": "emotional"}}
     checks = manipulation_checks(games, ["base", "vs", "cotrain"], rooms, vs_usable=0.9, top1_gap=0.1)
     assert set(checks) == {"vs", "cotrain"}
