@@ -19,7 +19,9 @@ from dialogrl.estimate import (
     decode_memory,
     estimate,
     estimate_table,
+    fit_processes,
     lora_param_count,
+    model_bytes,
     param_count,
     profile_params,
     saved_bytes_per_token,
@@ -106,10 +108,27 @@ def test_runs_at_once_share_the_time_and_add_their_memory():
     stem = "04_ibrl_bilateral"
     params = profile_params(stem, "gpu")
     one, six = (estimate(stem, {**params, "processes": k})[0] for k in (1, 6))
-    assert six["at_once"] == 6 and six["memory"] == 6 * (six["peak"] + PROCESS_BYTES)
+    assert six["at_once"] == 6 and six["memory"] == six["main"] + 6 * six["worker"]
+    assert six["worker"] == max(six["phases"]["update"], six["phases"]["decode"]) + PROCESS_BYTES
     assert six["hours"] < one["hours"] / 2 and six["peak"] == one["peak"]
     slow = estimate(stem, {**params, "processes": 6}, replace(DEVICES["gpu"], bandwidth=20.0))[0]
     assert slow["hours"] > six["hours"]   # a GPU busy with every run's passes no longer hides them
+
+
+def test_every_model_a_process_holds_is_counted_and_processes_follow_the_cards_memory():
+    """Each run's worker holds the held-out models it plays (loaded there, one copy per worker), so they count once
+    per run at once; fit_processes picks the most runs at once whose processes fit the card, none when one does not."""
+    stem = "03_scope_simulator_collapse"
+    params = profile_params(stem, "gpu")
+    without = estimate(stem, {**params, "heldout_models": []})[0]
+    full = estimate(stem, params)[0]
+    held = sum(model_bytes(m, "bf16") for m in params["heldout_models"])
+    assert held > 6 * 2**30 and full["worker"] - without["worker"] == held
+    assert full["memory"] - without["memory"] == full["at_once"] * held
+    assert fit_processes(stem, {**params, "processes": 6}) == params["processes"] == 4   # six would not fit 80 GB
+    assert fit_processes(stem, params, replace(DEVICES["gpu"], memory_gib=10)) == 0
+    assert model_bytes("smollm2-135m-instruct", "no") == 4 * 134_515_008 and model_bytes("tiny-persuasion") == 0
+    assert "GiB per process: main + at once x run" in estimate_table(stem)
 
 
 def test_without_bf16_the_weights_stay_float32_and_the_update_keeps_half_copies():

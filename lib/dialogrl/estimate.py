@@ -68,6 +68,17 @@ def value_bytes(precision: str) -> int:
     return 2 if precision == "bf16" else 4
 
 
+PACKAGED_PARAMETERS = {"smollm2-135m-instruct": 134_515_008}   # dialogrl.packaged's models (SmolLM2-135M-Instruct)
+
+
+def model_bytes(name: str, precision: str = "no") -> int:
+    """The weights of a model a notebook names: a hub model with a committed config (`hub.HUB_CONFIGS`), a packaged
+    one (PACKAGED_PARAMETERS); 0 for the embedded tiny models (a few million parameters) and anything unnamed."""
+    if name in HUB_CONFIGS:
+        return weight_bytes(hub_config(name), precision)
+    return PACKAGED_PARAMETERS.get(name, 0) * value_bytes(precision)
+
+
 def weight_bytes(config, precision: str = "no") -> int:
     """The model's weights: bf16 weights where the precision is bf16; float32 otherwise (fp16 autocast keeps float32
     weights, `models.load_model`)."""
@@ -206,16 +217,18 @@ def calibrated(device: Device, report: dict, source: str = "the gpu_check report
 def workload(stem: str, p: dict) -> list[dict]:
     """What a notebook's training runs hold and do, from its parameters `p` (the cell's values under a profile): one
     record per kind of run, from its paper's `workload` (`rl.methods.Paper`): {"what", "model" (the trained one),
-    "others" (frozen models on the device while it trains), "runs", "steps", "games" (per step), "turns" (per game,
-    both roles), "tokens" (per turn), "trained_turns" (per game and adapter), "adapters", "lm_agents" (language-model
-    agents in a game, each with its KV cache), "step_forwards" (sequential passes a step adds after its games: the
-    LLM judge), "eval_plays" (a run's evaluations of "eval_games" games a counterpart, in plays of two language-model
-    agents: a play of m such agents, each with its own batch, counts m / 2), "sft" (the full fine-tunes before the
-    runs, one at a time in the notebook's process: their tokens), "check_plays" (the design checks before the runs,
-    one at a time, counted alike: a counterpart's probe is a play of one, a room test one play of every seed's
-    counterpart and base policy)}. The paper starts from `base` below, which also carries "curve" (the learning
-    curve's evaluations) and "prompt_tokens" (PROMPT_TOKENS: what a parameter does not say is an assumption of this
-    module, stated with its constant)."""
+    "others" (every other model a run's process holds: its frozen counterparts and judge, and the held-out models it
+    plays, copied in with the run or loaded there; each copy counted), "main" (the models the notebook's own process
+    holds while the runs go; "main_sft": beside its fine-tunes before them, where that differs), "runs", "steps",
+    "games" (per step), "turns" (per game, both roles), "tokens" (per turn), "trained_turns" (per game and adapter),
+    "adapters", "lm_agents" (language-model agents in a game, each with its KV cache), "step_forwards" (sequential
+    passes a step adds after its games: the LLM judge), "eval_plays" (a run's evaluations of "eval_games" games a
+    counterpart, in plays of two language-model agents: a play of m such agents, each with its own batch, counts m /
+    2), "sft" (the full fine-tunes before the runs, one at a time in the notebook's process: their tokens),
+    "check_plays" (the design checks before the runs, one at a time, counted alike: a counterpart's probe is a play
+    of one, a room test one play of every seed's counterpart and base policy)}. The paper starts from `base` below,
+    which also carries "curve" (the learning curve's evaluations) and "prompt_tokens" (PROMPT_TOKENS: what a
+    parameter does not say is an assumption of this module, stated with its constant)."""
     base = {"steps": p["steps"], "games": p["scenarios_per_step"] * p["group_size"], "tokens": p["max_new_tokens"],
             "sft": [], "step_forwards": 0, "lm_agents": 2, "adapters": 1, "eval_games": p["eval_scenarios"],
             "check_plays": 0, "curve": p["steps"] // p["eval_every"] if p.get("eval_every") else 0,
@@ -238,7 +251,9 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
              minibatch_tokens: int | None = None) -> list[dict]:
     """Peak memory (bytes) and wall time of each kind of training run of notebook `stem` under `params` (its
     parameters under a profile) on `device`: [{"what", "runs", "at_once", "peak" (a run's largest phase), "phases"
-    ({"update", "decode"[, "sft"]}, bytes), "memory" (the runs at once, each with PROCESS_BYTES, or a full
+    ({"update", "decode"[, "sft"]}, bytes), "main" (the notebook's process: the models it holds while the runs go),
+    "worker" (a run's process: its peak with every model copy it holds), "memory" (the main process and the runs at
+    once, each process with PROCESS_BYTES, or a full
     fine-tune before them), "seconds_per_run" (a run's training and evaluation),
     "hours" (all its runs, `processes` at a time: in
     waves as far as decoding goes), "chunk" (row tokens, logit positions)}].
@@ -262,7 +277,11 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
                              "the estimate sizes hub models")
         config = hub_config(w["model"])
         n_params = param_count(config)
-        others = sum(weight_bytes(hub_config(m), precision) for m in set(w["others"]) if m in HUB_CONFIGS)
+        # every copy a worker holds beside its trained model (its frozen counterparts, the judge, the held-out panel
+        # it plays: loaded there or copied in with the run's closure), and what the notebook's own process holds
+        others = sum(model_bytes(m, precision) for m in w["others"])
+        main = sum(model_bytes(m, precision) for m in w.get("main", [])) + PROCESS_BYTES
+        beside_sft = sum(model_bytes(m, precision) for m in w.get("main_sft", w.get("main", [])))
         context = int(PROMPT_TOKENS + w["turns"] * w["tokens"])
         chunk = chunk_shape(context, w["trained_turns"], w["tokens"], minibatch_turns, minibatch_tokens)
         games = max(w["games"], w["eval_games"]) * w["lm_agents"]   # an evaluation cell plays all its games at once
@@ -288,12 +307,23 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
         before_s = sum(6 * n_params * t for t in w["sft"]) / (device.tflops * 1e12) + checks_s   # one at a time
         run_peak = max(phases["update"], phases["decode"])
         out.append({"what": w["what"], "runs": w["runs"], "at_once": at_once, "peak": max(phases.values()),
-                    "phases": phases, "memory": max(at_once * (run_peak + PROCESS_BYTES),
-                                                    phases.get("sft", 0) + PROCESS_BYTES),
+                    "phases": phases, "main": main, "worker": run_peak + PROCESS_BYTES,
+                    "memory": max(main + at_once * (run_peak + PROCESS_BYTES),
+                                  phases.get("sft", 0) + beside_sft + PROCESS_BYTES),
                     "seconds_per_run": decode_s + compute_s,
                     "hours": (math.ceil(w["runs"] / at_once) * decode_s + w["runs"] * compute_s + before_s) / 3600,
                     "chunk": chunk})
     return out
+
+
+def fit_processes(stem: str, params: dict, device: Device = DEVICES["gpu"], **kwargs) -> int:
+    """The most runs at once, up to the profile's `processes`, whose processes (the notebook's and each run's, every
+    model copy counted) fit the device's memory by `estimate`; 0 when not even one does."""
+    for n in range(max(1, params.get("processes", 1)), 0, -1):
+        rows = estimate(stem, {**params, "processes": n}, device, **kwargs)
+        if all(r["memory"] <= device.memory_gib * 2**30 for r in rows):
+            return n
+    return 0
 
 
 def profile_params(stem: str, profile: str = "gpu") -> dict:
@@ -314,13 +344,15 @@ def estimate_table(stem: str, profile: str = "gpu", device: Device | None = None
              f"{PROMPT_TOKENS} tokens, every turn at full length, {device.forward_ms:g} ms a decoding pass, "
              f"{device.bandwidth:g} GB/s, {device.tflops:g} TFLOP/s in the update)", "",
              "| runs of | runs | at once | a run's peak GiB (update / decode / sft) | update chunk (rows + logit "
-             f"positions) | per run | all runs | GiB at once (fits {device.memory_gib:g}) |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"positions) | per run | all runs | GiB per process: main + at once x run | GiB at once (fits "
+             f"{device.memory_gib:g}) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ph = " / ".join(f"{r['phases'][k] / gib:.1f}" if k in r["phases"] else "-" for k in ("update", "decode", "sft"))
         fits = "yes" if r["memory"] <= device.memory_gib * gib else "**no**"
         lines.append(f"| {r['what']} | {r['runs']} | {r['at_once']} | {r['peak'] / gib:.1f} ({ph}) | "
                      f"{r['chunk'][0]:,} + {r['chunk'][1]:,} | {r['seconds_per_run'] / 3600:.1f} h | "
-                     f"{r['hours']:.1f} h | {r['memory'] / gib:.1f} ({fits}) |")
+                     f"{r['hours']:.1f} h | {r['main'] / gib:.1f} + {r['at_once']} x {r['worker'] / gib:.1f} | "
+                     f"{r['memory'] / gib:.1f} ({fits}) |")
     lines += ["", f"All runs: {sum(r['hours'] for r in rows):.1f} h."]
     return "\n".join(lines)

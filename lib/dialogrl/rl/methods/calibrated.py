@@ -257,12 +257,18 @@ def workload(p: dict, base: dict) -> list[dict]:
     if p["human_logs"]:   # the human proxy, on its own quarter of the logs
         sft.append(0.25 * logs * log_tokens * p["human_model_epochs"])
     evals = (1 + bool(p["human_logs"])) / 2   # the policy against the proxy (a model of the logs, or scripted)
+    # a run's worker holds its seed's warm start (the uncalibrated simulator, the base) and calibrated simulator
+    # (`seed_models`) and the human proxy's model where it is one; the notebook's process holds the proxy, beside
+    # each fine-tune (one at a time, before any seed's models are loaded) and while the runs go
+    proxy = [model] if p["human_logs"] else []
+    others, main = [model, model, *proxy], proxy
     return [{**base, "what": "interactive and calibrated RL (a simulator in the user's role)", "model": model,
-             "others": [model], "runs": seeds * (2 + horizons), "turns": turns, "trained_turns": turns // 2,
-             "eval_plays": evals, "sft": sft,
+             "others": others, "main": main,
+             "runs": seeds * (2 + horizons), "turns": turns,
+             "trained_turns": turns // 2, "eval_plays": evals, "sft": sft,
              "check_plays": 2 * seeds * 0.5 + 2 * seeds},   # both simulators' probes and rooms
-            {**base, "what": "static context RL (one turn per logged context)", "model": model, "others": [],
-             "runs": seeds, "turns": 1, "trained_turns": 1, "lm_agents": 1, "eval_plays": evals}]
+            {**base, "what": "static context RL (one turn per logged context)", "model": model, "others": others,
+             "main": main, "runs": seeds, "turns": 1, "trained_turns": 1, "lm_agents": 1, "eval_plays": evals}]
 
 
 CHECKS = {**COMMON_CHECKS,   # notebook 01's parameters: what their literals do not say

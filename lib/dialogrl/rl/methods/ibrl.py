@@ -80,8 +80,11 @@ def workload(p: dict, base: dict) -> list[dict]:
         heldout = p[f"{task}_heldout"]
         lm_panel = 1 + (len(p["telesales_packaged"]) if task == "telesales" else 0)   # + the held-out model
         roles = 1 if task == "telesales" else 2   # the roles whose counterparts are probed, the rooms tested
+        # a run's worker loads the held-out model and the pretrained counterparts; the notebook's process lets its
+        # own copies go before the runs
+        held = ([heldout] if heldout else []) + (list(p["telesales_packaged"]) if task == "telesales" else [])
         out.append({**base, "what": f"{task}: unilateral and IB-RL (two adapters of one model)",
-                    "model": p[f"{task}_model"], "others": [heldout] if heldout else [], "adapters": 2,
+                    "model": p[f"{task}_model"], "others": held, "main": [], "adapters": 2,
                     "runs": p["n_seeds"] * (2 + bool(p["ablation"])), "turns": p["max_turns"],
                     "trained_turns": p["max_turns"] // 2,   # + IB-RL's buyer's own check (one run in two)
                     "eval_plays": (2 + lm_panel) / 2 + (task == "telesales") * p["counterpart_check_scenarios"] / (

@@ -275,7 +275,12 @@ def workload(p: dict, base: dict) -> list[dict]:
     trained = [m for m in p["methods"] if m != "base"]
     cotrained = sum(m in ("cotrain", "population") for m in trained)
     lm_panel = len(p["heldout_corpus_seeds"]) + len(p["heldout_models"]) + len(p["heldout_packaged"]) + 1
-    run = {**base, "model": p["policy_model"], "others": [p["policy_model"]], "turns": 2 * p["max_exchanges"],
+    # a run's worker loads its seed's frozen simulators (one model; the ensemble's members too) and the held-out
+    # panel's models; the notebook's process lets its own copies go before the runs
+    held = [*p["heldout_models"], *p["heldout_packaged"]]
+    members = [p["policy_model"]] * (p["ensemble_size"] - 1) if "ensemble" in trained else []
+    run = {**base, "model": p["policy_model"], "others": [p["policy_model"], *members, *held], "main": [],
+           "turns": 2 * p["max_exchanges"],
            "trained_turns": p["max_exchanges"],   # + the human-fit persuadee, + the training simulator's check
            "eval_plays": (1 + lm_panel) / 2 + 1 + curve * (1 + lm_panel) / 2}
     sims = len(trained) - cotrained + bool(cotrained)   # the simulators checked (a co-trained one: its start)
@@ -283,7 +288,7 @@ def workload(p: dict, base: dict) -> list[dict]:
               "check_plays": (seeds * sims + lm_panel) * 0.5 + sims * seeds}
     if "vs" in trained:   # the longest game: the simulator's turns are Verbalized Sampling answers
         frozen["tokens"] = (p["max_new_tokens"] + p["vs_max_new_tokens"]) / 2
-    cotrain = {**run, "what": "persuader and simulator co-trained (two adapters of one model)", "others": [],
+    cotrain = {**run, "what": "persuader and simulator co-trained (two adapters of one model)", "others": held,
                "adapters": 2, "runs": seeds * cotrained, "check_plays": 0 if frozen["runs"] else
                frozen["check_plays"]}
     return [r for r in (frozen, cotrain) if r["runs"]]

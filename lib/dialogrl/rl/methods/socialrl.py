@@ -132,9 +132,12 @@ def workload(p: dict, base: dict) -> list[dict]:
     trained = [m for m in p["methods"] if m != "base"]
     llm_judge, lm_partner = p["judge"] == "llm", bool(p["partner_model"])
     lm_panel = len(p["heldout_models"]) + len(p["heldout_packaged"])
+    # a run's worker loads its partner, the judge and the held-out panel's models; the notebook's process lets its
+    # own copies go before the runs
+    held = [*p["heldout_models"], *p["heldout_packaged"]]
+    frozen = [p["partner_model"] or p["policy_model"]] + ([p["judge_model"]] if llm_judge else [])
     return [{**base, "what": "the agent against its LM partner" + (", the LLM judge" if llm_judge else ""),
-             "model": p["policy_model"],
-             "others": [p["partner_model"] or p["policy_model"]] + ([p["judge_model"]] if llm_judge else []),
+             "model": p["policy_model"], "others": frozen + held, "main": [],
              "runs": seeds * len(trained), "turns": 2 * p["max_exchanges"], "trained_turns": p["max_exchanges"],
              "step_forwards": p["judge_max_new_tokens"] if llm_judge else 0,
              "eval_plays": (1 + curve) * (1 + lm_panel) / 2,
