@@ -18,18 +18,17 @@ from dialogrl.estimate import (
     chunk_shape,
     decode_memory,
     estimate,
-    estimate_table,
     fit_processes,
     lora_param_count,
     model_bytes,
     param_count,
-    profile_params,
     saved_bytes_per_token,
     update_memory,
 )
 from dialogrl.hub import HUB_CONFIGS, hub_config, kv_bytes_per_token
 from dialogrl.models import add_adapters, hub_shaped_model
-from dialogrl.rl.methods import papers
+from dialogrl.reproduce import estimate_table, profile_params
+from dialogrl.rl.methods import paper, papers
 
 SCRIPT = Path(__file__).parent / "scripts" / "update_peak.py"
 
@@ -79,7 +78,7 @@ def test_an_updates_peak_memory_is_predicted_within_30_percent(precision, layers
 @pytest.mark.parametrize("stem", papers())
 def test_every_gpu_profile_is_estimated_and_its_runs_are_the_notebooks(stem):
     params = profile_params(stem, "gpu")
-    rows = estimate(stem, params)
+    rows = estimate(paper(stem), params)
     assert rows and all(r["peak"] > 0 and r["seconds_per_run"] > 0 for r in rows)
     trained = [m for m in params.get("methods", []) if m != "base"]
     runs = sum(r["runs"] for r in rows)
@@ -99,7 +98,7 @@ def test_the_gpu_and_colab_profiles_fit_their_gpu_and_hours(stem, profile, hours
     """Issue 52's sizing, held: by the estimate each notebook's gpu profile finishes within 6 hours on one 80 GB GPU
     and its colab profile within the hour on a T4, the runs it holds at once within the GPU's memory."""
     device = DEVICES[profile]
-    rows = estimate(stem, profile_params(stem, profile), device)
+    rows = estimate(paper(stem), profile_params(stem, profile), device)
     assert sum(r["hours"] for r in rows) <= hours
     assert all(r["memory"] <= device.memory_gib * 2**30 for r in rows)
 
@@ -107,11 +106,11 @@ def test_the_gpu_and_colab_profiles_fit_their_gpu_and_hours(stem, profile, hours
 def test_runs_at_once_share_the_time_and_add_their_memory():
     stem = "04_ibrl_bilateral"
     params = profile_params(stem, "gpu")
-    one, six = (estimate(stem, {**params, "processes": k})[0] for k in (1, 6))
+    one, six = (estimate(paper(stem), {**params, "processes": k})[0] for k in (1, 6))
     assert six["at_once"] == 6 and six["memory"] == six["main"] + 6 * six["worker"]
     assert six["worker"] == max(six["phases"]["update"], six["phases"]["decode"]) + PROCESS_BYTES
     assert six["hours"] < one["hours"] / 2 and six["peak"] == one["peak"]
-    slow = estimate(stem, {**params, "processes": 6}, replace(DEVICES["gpu"], bandwidth=20.0))[0]
+    slow = estimate(paper(stem), {**params, "processes": 6}, replace(DEVICES["gpu"], bandwidth=20.0))[0]
     assert slow["hours"] > six["hours"]   # a GPU busy with every run's passes no longer hides them
 
 
@@ -120,15 +119,36 @@ def test_every_model_a_process_holds_is_counted_and_processes_follow_the_cards_m
     per run at once; fit_processes picks the most runs at once whose processes fit the card, none when one does not."""
     stem = "03_scope_simulator_collapse"
     params = profile_params(stem, "gpu")
-    without = estimate(stem, {**params, "heldout_models": []})[0]
-    full = estimate(stem, params)[0]
+    without = estimate(paper(stem), {**params, "heldout_models": []})[0]
+    full = estimate(paper(stem), params)[0]
     held = sum(model_bytes(m, "bf16") for m in params["heldout_models"])
     assert held > 6 * 2**30 and full["worker"] - without["worker"] == held
     assert full["memory"] - without["memory"] == full["at_once"] * held
-    assert fit_processes(stem, {**params, "processes": 6}) == params["processes"] == 4   # six would not fit 80 GB
-    assert fit_processes(stem, params, replace(DEVICES["gpu"], memory_gib=10)) == 0
+    assert fit_processes(paper(stem), {**params, "processes": 6}) == params["processes"] == 4   # six: not in 80 GB
+    assert fit_processes(paper(stem), params, replace(DEVICES["gpu"], memory_gib=10)) == 0
     assert model_bytes("smollm2-135m-instruct", "no") == 4 * 134_515_008 and model_bytes("tiny-persuasion") == 0
     assert "GiB per process: main + at once x run" in estimate_table(stem)
+
+
+def test_a_notebook_on_a_smaller_gpu_runs_as_many_at_once_as_fit_it(capsys):
+    """Paper.parameters lowers a gpu or colab profile's `processes` to what the GPU at hand fits by the estimate (here
+    its memory given: a 48 GB card under the 80 GB profile), and leaves it where it fits, on a CPU, and where the
+    estimate cannot size the models."""
+    stem = "01_calibrated_interactive_rl"
+    p01 = paper(stem)
+    params = {**profile_params(stem, "gpu"), "profile": "gpu"}
+    namespace = dict(params)
+    fitted = p01.fit_processes(dict(params), namespace, gpu_gib=48)
+    expected = fit_processes(p01, params, replace(DEVICES["gpu"], memory_gib=48))
+    assert 1 <= expected < params["processes"] and fitted["processes"] == namespace["processes"] == expected
+    assert f"processes {params['processes']} -> {expected}" in capsys.readouterr().out
+    assert p01.fit_processes(dict(params), gpu_gib=80)["processes"] == params["processes"]   # sized for 80 GB
+    assert p01.fit_processes(dict(params), gpu_gib=4)["processes"] == 1   # not even one: one, with the note
+    assert "not even one run fits" in capsys.readouterr().out
+    tiny = {**params, "policy_model": "tiny-dond"}   # an embedded build: nothing to size, nothing changed
+    assert p01.fit_processes(dict(tiny), gpu_gib=16)["processes"] == params["processes"]
+    cpu = {**profile_params(stem, "cpu"), "profile": "cpu"}
+    assert p01.fit_processes(dict(cpu), gpu_gib=16)["processes"] == cpu["processes"]
 
 
 def test_without_bf16_the_weights_stay_float32_and_the_update_keeps_half_copies():
@@ -141,14 +161,14 @@ def test_without_bf16_the_weights_stay_float32_and_the_update_keeps_half_copies(
     assert fixed["fp16"] == pytest.approx(2 * layer_params, rel=0.1)
     assert fixed["no"] < 0.05 * fixed["fp16"] and fixed["bf16"] < 0.05 * fixed["fp16"]
     params = profile_params("04_ibrl_bilateral", "gpu")
-    gpu, t4 = (estimate("04_ibrl_bilateral", params, DEVICES[k])[0] for k in ("gpu", "colab"))
+    gpu, t4 = (estimate(paper("04_ibrl_bilateral"), params, DEVICES[k])[0] for k in ("gpu", "colab"))
     assert t4["phases"]["decode"] > gpu["phases"]["decode"]
 
 
 def test_a_token_bound_on_the_update_chunk_lowers_its_peak():
     stem = "04_ibrl_bilateral"
     params = {**profile_params(stem, "gpu"), "minibatch_tokens": None}
-    free, bounded = estimate(stem, params)[0], estimate(stem, params, minibatch_tokens=4096)[0]
+    free, bounded = estimate(paper(stem), params)[0], estimate(paper(stem), params, minibatch_tokens=4096)[0]
     assert sum(bounded["chunk"]) <= 4096 < sum(free["chunk"])
     assert bounded["phases"]["update"] < free["phases"]["update"]
     assert bounded["phases"]["decode"] == free["phases"]["decode"]
@@ -182,8 +202,8 @@ def test_a_gpu_check_report_calibrates_the_estimate(tmp_path, capsys):
     device = calibrated(DEVICES["gpu"], report)
     assert (device.forward_ms, device.tflops, device.memory_gib, device.bf16) == (50.0, 40.0, 139.8, True)
     stem = "04_ibrl_bilateral"
-    assumed = sum(r["hours"] for r in estimate(stem, profile_params(stem, "gpu")))
-    measured = sum(r["hours"] for r in estimate(stem, profile_params(stem, "gpu"), device))
+    assumed = sum(r["hours"] for r in estimate(paper(stem), profile_params(stem, "gpu")))
+    measured = sum(r["hours"] for r in estimate(paper(stem), profile_params(stem, "gpu"), device))
     assert measured > 1.5 * assumed   # twice the assumed pass time, 40 TFLOP/s against 100
     assert main(["estimate", stem, "--calibrate", str(path)]) == 0
     out = capsys.readouterr().out

@@ -22,11 +22,11 @@ LAYERS = {
              "parallel", "stats"],
     "rollout": ["rollout"],
     "games": ["envs", "envs.*"],
-    "models": ["tiny", "models", "packaged", "trl_compat", "data", "params"],
+    "models": ["tiny", "models", "packaged", "trl_compat", "data", "params", "estimate"],
     "agents": ["agents", "agents.*"],
     "rl": ["rl", "rl.*", "calibration"],
     "evaluate": ["evaluate", "collapse", "theory", "claims", "room", "plots", "compare"],
-    "entry points": ["dialogrl", "reproduce", "estimate", "__main__"],
+    "entry points": ["dialogrl", "reproduce", "__main__"],
 }
 
 

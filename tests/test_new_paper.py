@@ -66,7 +66,7 @@ def test_a_new_module_is_a_registered_paper_that_the_tools_size_and_run(toy_pape
     spec = toy_paper.method_spec("trained", counterpart=object())
     assert spec.adapters == ("policy",) and spec.eval_adapters == {"asker": "policy"} and "teller" in spec.roles
 
-    (row,) = estimate.estimate("05_toy", TOY_PARAMS)   # its workload, sized like the four papers'
+    (row,) = estimate.estimate(toy_paper, TOY_PARAMS)   # its workload, sized like the four papers'
     assert row["what"] == "the asker against its fixed teller" and row["runs"] == 2 and row["at_once"] == 2
     assert row["peak"] > estimate.weight_bytes(estimate.hub_config(TOY_PARAMS["policy_model"]), "bf16")
 

@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             print(PREREGISTERED.format(design_hash(nb, args.profile, args.params)))
             return 0
         if args.command == "estimate":
-            from dialogrl.estimate import DEVICES, estimate_table
+            from dialogrl.estimate import DEVICES
+            from dialogrl.reproduce import estimate_table
             from dialogrl.rl.methods import papers
 
             device = DEVICES[args.profile]

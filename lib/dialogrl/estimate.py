@@ -35,10 +35,6 @@ import torch
 
 from dialogrl.hub import HUB_CONFIGS, head_dim, hub_config, kv_bytes_per_token
 from dialogrl.models import add_adapters, attention
-from dialogrl.params import cell_literals
-from dialogrl.reproduce import profile_parameters
-from dialogrl.rl.methods import paper
-from dialogrl.run import repo_root
 
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ADAPTER_STATE_BYTES = 16        # float32 parameter, gradient and AdamW's two moments, per trained LoRA parameter
@@ -214,9 +210,10 @@ def calibrated(device: Device, report: dict, source: str = "the gpu_check report
                   bool(rates.get("bf16", device.bf16)))
 
 
-def workload(stem: str, p: dict) -> list[dict]:
+def workload(paper, p: dict) -> list[dict]:
     """What a notebook's training runs hold and do, from its parameters `p` (the cell's values under a profile): one
-    record per kind of run, from its paper's `workload` (`rl.methods.Paper`): {"what", "model" (the trained one),
+    record per kind of run, from its paper's `workload` (`paper`: a `rl.methods.Paper`; `rl.methods.paper(stem)` finds
+    one by its notebook's stem): {"what", "model" (the trained one),
     "others" (every other model a run's process holds: its frozen counterparts and judge, and the held-out models it
     plays, copied in with the run or loaded there; each copy counted), "main" (the models the notebook's own process
     holds while the runs go; "main_sft": beside its fine-tunes before them, where that differs), "runs", "steps",
@@ -233,7 +230,7 @@ def workload(stem: str, p: dict) -> list[dict]:
             "sft": [], "step_forwards": 0, "lm_agents": 2, "adapters": 1, "eval_games": p["eval_scenarios"],
             "check_plays": 0, "curve": p["steps"] // p["eval_every"] if p.get("eval_every") else 0,
             "prompt_tokens": PROMPT_TOKENS}
-    return paper(stem).workload(p, base)
+    return paper.workload(p, base)
 
 
 def chunk_shape(context: int, turns: int, tokens: float, minibatch_turns: int = 64,
@@ -247,16 +244,15 @@ def chunk_shape(context: int, turns: int, tokens: float, minibatch_turns: int = 
     return rows * context, int(rows * turns * tokens)
 
 
-def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch_turns: int = 64,
+def estimate(paper, params: dict, device: Device = DEVICES["gpu"], minibatch_turns: int = 64,
              minibatch_tokens: int | None = None) -> list[dict]:
-    """Peak memory (bytes) and wall time of each kind of training run of notebook `stem` under `params` (its
-    parameters under a profile) on `device`: [{"what", "runs", "at_once", "peak" (a run's largest phase), "phases"
-    ({"update", "decode"[, "sft"]}, bytes), "main" (the notebook's process: the models it holds while the runs go),
-    "worker" (a run's process: its peak with every model copy it holds), "memory" (the main process and the runs at
-    once, each process with PROCESS_BYTES, or a full
-    fine-tune before them), "seconds_per_run" (a run's training and evaluation),
-    "hours" (all its runs, `processes` at a time: in
-    waves as far as decoding goes), "chunk" (row tokens, logit positions)}].
+    """Peak memory (bytes) and wall time of each kind of training run of a paper's notebook (`paper`: its
+    `rl.methods.Paper`) under `params` (its parameters under a profile) on `device`: [{"what", "runs", "at_once",
+    "peak" (a run's largest phase), "phases" ({"update", "decode"[, "sft"]}, bytes), "main" (the notebook's process:
+    the models it holds while the runs go), "worker" (a run's process: its peak with every model copy it holds),
+    "memory" (the main process and the runs at once, each process with PROCESS_BYTES, or a full fine-tune before
+    them), "seconds_per_run" (a run's training and evaluation), "hours" (all its runs, `processes` at a time: in waves
+    as far as decoding goes), "chunk" (row tokens, logit positions)}].
     Time: each step's decoding as ROUND_FACTOR passes per token of the longest game (every turn at full length),
     evaluation plays alike; a pass takes the device's `forward_ms`, or, when the runs at once need more of the GPU's
     own time than that, their passes' bytes over its bandwidth. The update's FLOPs (forward and input gradients, 4 x
@@ -271,10 +267,10 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
     minibatch_tokens = minibatch_tokens if minibatch_tokens is not None else params.get("minibatch_tokens")
     epochs = params.get("epochs_per_step", 1)
     out = []
-    for w in workload(stem, params):
+    for w in workload(paper, params):
         if w["model"] not in HUB_CONFIGS:
-            raise ValueError(f"{stem}: the trained model {w['model']!r} has no committed config (hub.HUB_CONFIGS): "
-                             "the estimate sizes hub models")
+            raise ValueError(f"{paper.stem}: the trained model {w['model']!r} has no committed config "
+                             "(hub.HUB_CONFIGS): the estimate sizes hub models")
         config = hub_config(w["model"])
         n_params = param_count(config)
         # every copy a worker holds beside its trained model (its frozen counterparts, the judge, the held-out panel
@@ -316,43 +312,11 @@ def estimate(stem: str, params: dict, device: Device = DEVICES["gpu"], minibatch
     return out
 
 
-def fit_processes(stem: str, params: dict, device: Device = DEVICES["gpu"], **kwargs) -> int:
+def fit_processes(paper, params: dict, device: Device = DEVICES["gpu"], **kwargs) -> int:
     """The most runs at once, up to the profile's `processes`, whose processes (the notebook's and each run's, every
     model copy counted) fit the device's memory by `estimate`; 0 when not even one does."""
     for n in range(max(1, params.get("processes", 1)), 0, -1):
-        rows = estimate(stem, {**params, "processes": n}, device, **kwargs)
+        rows = estimate(paper, {**params, "processes": n}, device, **kwargs)
         if all(r["memory"] <= device.memory_gib * 2**30 for r in rows):
             return n
     return 0
-
-
-def profile_params(stem: str, profile: str = "gpu") -> dict:
-    """The parameters a notebook runs with under `profile`: its parameters cell's values, the profile's file over
-    them (as `params.resolve_profile` applies them)."""
-    root = repo_root()
-    return {**cell_literals(stem), **profile_parameters(root / "notebooks" / f"{stem}.ipynb", profile,
-                                                        params_dir=root / "params")}
-
-
-def estimate_table(stem: str, profile: str = "gpu", device: Device | None = None, **kwargs) -> str:
-    """`python -m dialogrl estimate`'s markdown: each kind of run's peak memory and time under the profile on
-    `device` (None: the profile's own, DEVICES), and whether the runs at once fit its memory."""
-    device = device or DEVICES.get(profile, DEVICES["gpu"])
-    rows = estimate(stem, profile_params(stem, profile), device, **kwargs)
-    gib = 2**30
-    lines = [f"{stem}, profile {profile}, on {device.name}: predicted by dialogrl.estimate (assumed: prompts of "
-             f"{PROMPT_TOKENS} tokens, every turn at full length, {device.forward_ms:g} ms a decoding pass, "
-             f"{device.bandwidth:g} GB/s, {device.tflops:g} TFLOP/s in the update)", "",
-             "| runs of | runs | at once | a run's peak GiB (update / decode / sft) | update chunk (rows + logit "
-             f"positions) | per run | all runs | GiB per process: main + at once x run | GiB at once (fits "
-             f"{device.memory_gib:g}) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        ph = " / ".join(f"{r['phases'][k] / gib:.1f}" if k in r["phases"] else "-" for k in ("update", "decode", "sft"))
-        fits = "yes" if r["memory"] <= device.memory_gib * gib else "**no**"
-        lines.append(f"| {r['what']} | {r['runs']} | {r['at_once']} | {r['peak'] / gib:.1f} ({ph}) | "
-                     f"{r['chunk'][0]:,} + {r['chunk'][1]:,} | {r['seconds_per_run'] / 3600:.1f} h | "
-                     f"{r['hours']:.1f} h | {r['main'] / gib:.1f} + {r['at_once']} x {r['worker'] / gib:.1f} | "
-                     f"{r['memory'] / gib:.1f} ({fits}) |")
-    lines += ["", f"All runs: {sum(r['hours'] for r in rows):.1f} h."]
-    return "\n".join(lines)

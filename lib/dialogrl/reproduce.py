@@ -30,8 +30,10 @@ import yaml
 
 from dialogrl.claims import CLAIMS_START, manipulation_table, refresh_claims, write_glance
 from dialogrl.compare import compare_table, run_rows
+from dialogrl.estimate import DEVICES, PROMPT_TOKENS, Device, estimate
 from dialogrl.params import PROFILES, cell_literals, check_values, load_yaml
-from dialogrl.run import make_run_dir, make_run_id, params_hash, read_json, write_text
+from dialogrl.rl.methods import paper
+from dialogrl.run import make_run_dir, make_run_id, params_hash, read_json, repo_root, write_text
 
 
 @dataclass
@@ -83,6 +85,38 @@ def profile_parameters(nb_path: str | Path, profile: str, params_dir: str | Path
     if unknown:
         raise ValueError(f"{path}: {unknown} are not parameters of {nb_path.name} (parameters: {sorted(known)})")
     return overrides
+
+
+def profile_params(stem: str, profile: str = "gpu") -> dict:
+    """The parameters a notebook runs with under `profile`: its parameters cell's values, the profile's file over
+    them (as `params.resolve_profile` applies them): what `dialogrl.estimate` sizes."""
+    root = repo_root()
+    return {**cell_literals(stem), **profile_parameters(root / "notebooks" / f"{stem}.ipynb", profile,
+                                                        params_dir=root / "params")}
+
+
+def estimate_table(stem: str, profile: str = "gpu", device: Device | None = None, **kwargs) -> str:
+    """`python -m dialogrl estimate`'s markdown: each kind of run's peak memory and time under the profile on
+    `device` (None: the profile's own, DEVICES), and whether the runs at once fit its memory."""
+    device = device or DEVICES.get(profile, DEVICES["gpu"])
+    rows = estimate(paper(stem), profile_params(stem, profile), device, **kwargs)
+    gib = 2**30
+    lines = [f"{stem}, profile {profile}, on {device.name}: predicted by dialogrl.estimate (assumed: prompts of "
+             f"{PROMPT_TOKENS} tokens, every turn at full length, {device.forward_ms:g} ms a decoding pass, "
+             f"{device.bandwidth:g} GB/s, {device.tflops:g} TFLOP/s in the update)", "",
+             "| runs of | runs | at once | a run's peak GiB (update / decode / sft) | update chunk (rows + logit "
+             f"positions) | per run | all runs | GiB per process: main + at once x run | GiB at once (fits "
+             f"{device.memory_gib:g}) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ph = " / ".join(f"{r['phases'][k] / gib:.1f}" if k in r["phases"] else "-" for k in ("update", "decode", "sft"))
+        fits = "yes" if r["memory"] <= device.memory_gib * gib else "**no**"
+        lines.append(f"| {r['what']} | {r['runs']} | {r['at_once']} | {r['peak'] / gib:.1f} ({ph}) | "
+                     f"{r['chunk'][0]:,} + {r['chunk'][1]:,} | {r['seconds_per_run'] / 3600:.1f} h | "
+                     f"{r['hours']:.1f} h | {r['main'] / gib:.1f} + {r['at_once']} x {r['worker'] / gib:.1f} | "
+                     f"{r['memory'] / gib:.1f} ({fits}) |")
+    lines += ["", f"All runs: {sum(r['hours'] for r in rows):.1f} h."]
+    return "\n".join(lines)
 
 
 def design_hash(nb_path: str | Path, profile: str, params_dir: str | Path = "params") -> str:

@@ -30,6 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from dialogrl.estimate import DEVICES, fit_processes
 from dialogrl.params import Int, OneOf, Rule, Str, check_params, resolve_profile
 from dialogrl.rl.config import TRACKERS
 from dialogrl.rl.trainer import RoleSpec, TrainConfig, Trainer
@@ -102,6 +105,33 @@ class Paper:
             self.check(params)
         if params.get("n_seeds") == 1:
             print("note: one training seed: the intervals are bootstraps over games and ignore seed-to-seed variation")
+        return self.fit_processes(params, namespace)
+
+    def fit_processes(self, params: dict, namespace: dict | None = None, gpu_gib: float | None = None) -> dict:
+        """The gpu and colab profiles on the GPU at hand: `processes` lowered to the most runs at once whose
+        processes fit its memory by the estimate (`estimate.fit_processes`: the notebook's process and each run's,
+        every model they hold counted; at least one), in `params` and `namespace`, with a note; unchanged where
+        they fit, on a CPU, and where the estimate cannot size the models (the embedded builds, local folders).
+        gpu_gib: the GPU's memory (None: torch's, where CUDA is available). Returns `params`."""
+        if params.get("profile") not in DEVICES or "processes" not in params:
+            return params
+        if gpu_gib is None:
+            if not torch.cuda.is_available():
+                return params
+            gpu_gib = torch.cuda.get_device_properties(0).total_memory / 2**30
+        device = dataclasses.replace(DEVICES[params["profile"]], memory_gib=float(gpu_gib))
+        try:
+            fit = fit_processes(self, params, device)
+        except ValueError:   # a trained model the estimate does not size (no committed hub config)
+            return params
+        if fit < params["processes"]:
+            print(f"note: processes {params['processes']} -> {max(fit, 1)}: by the estimate, "
+                  + (f"only {fit} runs' processes at once fit" if fit else "not even one run fits")
+                  + f" this GPU's {gpu_gib:.0f} GiB (python -m dialogrl estimate {self.stem} --profile "
+                  f"{params['profile']} --gpu-memory {gpu_gib:.0f})")
+            params["processes"] = max(fit, 1)
+            if namespace is not None:
+                namespace["processes"] = params["processes"]
         return params
 
 
