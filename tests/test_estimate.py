@@ -1,6 +1,7 @@
 """The memory model (dialogrl.estimate): its parameter counts against the models themselves, its prediction of an
-update's peak against the peak measured on CPU (tests/scripts/update_peak.py), in float32 and under bf16, and the
-notebooks' gpu profiles estimated whole (`python -m dialogrl estimate`)."""
+update's peak against the peak measured on CPU under bf16 (tests/scripts/update_peak.py), a spawned run's worker
+against the resident set measured in it, in float32 (tests/scripts/worker_peak.py), and the notebooks' gpu profiles
+estimated whole (`python -m dialogrl estimate`)."""
 from __future__ import annotations
 
 import json
@@ -24,6 +25,7 @@ from dialogrl.estimate import (
     param_count,
     saved_bytes_per_token,
     update_memory,
+    weight_bytes,
 )
 from dialogrl.hub import HUB_CONFIGS, hub_config, kv_bytes_per_token
 from dialogrl.models import add_adapters, hub_shaped_model
@@ -59,7 +61,7 @@ def test_decoding_memory_is_weights_cache_and_logits():
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="measures the peak resident set (Linux)")
 @pytest.mark.parametrize("precision, layers, games, turns, prompt, completion", [
-    ("no", 2, 4, 3, 200, 48),      # logits dominate
+    # float32 with logits dominating: the spawned run's update below (the model's own forward, as on a GPU)
     ("bf16", 3, 8, 2, 300, 16),    # activations dominate, bf16 weights and autocast (the gpu profiles' path)
 ])
 def test_an_updates_peak_memory_is_predicted_within_30_percent(precision, layers, games, turns, prompt, completion):
@@ -73,6 +75,30 @@ def test_an_updates_peak_memory_is_predicted_within_30_percent(precision, layers
                       measured["logit_positions"], precision=precision, lora_r=16, device="cpu")
     predicted = m["activations"] + m["logits"]   # the weights and the optimizer's state were there before
     assert 0.7 <= measured["peak"] / predicted <= 1.3, (measured, m)
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="measures the peak resident set (Linux)")
+def test_a_spawned_runs_memory_is_what_the_estimate_counts_for_its_worker():
+    """A notebook-like run in a spawned map_runs worker (tests/scripts/worker_peak.py: a trained model and two frozen
+    ones sent with the job, a rollout against one of them, an update) holds what the estimate counts for a run's
+    worker: every model once when the job starts (not also the bytes they came in), and decoding and the update within
+    30% of `decode_memory` and `update_memory` with the frozen models as other weights."""
+    hub_id = "Qwen/Qwen2.5-0.5B-Instruct"   # a 256-wide, 2-layer model of its shape: its vocabulary's logits weigh
+    shape = {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
+             "num_key_value_heads": 2}
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}   # freed blocks leave the resident set
+    out = subprocess.run([sys.executable, str(SCRIPT.parent / "worker_peak.py"), hub_id, "2", json.dumps(shape)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    measured = json.loads(out.stdout.strip().splitlines()[-1])
+    config = hub_config(hub_id, **shape)
+    frozen = 2 * weight_bytes(config)
+    predicted = {"start": 3 * weight_bytes(config),
+                 "decode": decode_memory(config, measured["context_tokens"], measured["rows"],
+                                         other_weights=frozen)["total"],
+                 "update": update_memory(config, measured["row_tokens"], measured["logit_positions"], lora_r=8,
+                                         device="cpu", other_weights=frozen)["total"]}
+    assert all(0.7 <= measured[k] / predicted[k] <= 1.3 for k in predicted), (measured, predicted)
 
 
 @pytest.mark.parametrize("stem", papers())

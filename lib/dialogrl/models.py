@@ -23,6 +23,7 @@ import torch
 
 from dialogrl.hub import HUB_ID_PATTERN, hub_config, hub_reachable
 from dialogrl.packaged import PACKAGED_MODELS, packaged_model_path
+from dialogrl.parallel import worker_setup
 from dialogrl.run import choose_device
 from dialogrl.tiny import TINY_MODELS, build_tiny_model, cache_root, contents_problem, folder_problem
 
@@ -106,8 +107,10 @@ def sdpa_grouped(module, query, key, value, attention_mask, dropout: float = 0.0
     return out.transpose(1, 2).contiguous(), None
 
 
+@worker_setup   # a model sent to a spawned worker names it there too
 def attention() -> str:
-    """The attention implementation every model here loads with: `sdpa_grouped`, registered with transformers."""
+    """The attention implementation every model here loads with: `sdpa_grouped`, registered with transformers (and
+    in every spawned worker of `parallel.map_runs`, where the models a run captured arrive naming it)."""
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 

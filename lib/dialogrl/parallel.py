@@ -17,10 +17,12 @@ Workers are forked where they can be (Linux, macOS) and inherit `fn` and the job
 closure or one defined in a notebook (only each job's index goes to a worker, and its result comes back pickled);
 one thread per worker also keeps clear of OpenMP's trouble with forking a process whose thread pool is running. Once
 CUDA has started in the calling process (a notebook's models on the GPU), a fork could not use it: the workers are
-spawned instead, `fn` and each job sent by value (cloudpickle), and worker i takes GPU i (modulo the visible ones),
-so several runs share one GPU or spread over several. Where fork does not exist (Windows) they are spawned too.
-A job that raises re-raises here with the worker's traceback; a worker that dies (killed, out of memory) raises
-RuntimeError naming its job, instead of waiting for a result that never comes.
+spawned instead, `fn` and each job sent by value (cloudpickle) over a pipe, and worker i takes GPU i (modulo the
+visible ones), so several runs share one GPU or spread over several. A spawned worker lets the bytes go once it has
+unpickled them (it holds each model it was sent once, as `estimate` counts it), and first runs what modules
+registered with `worker_setup` (the attention implementation the models name). Where fork does not exist
+(Windows) they are spawned too. A job that raises re-raises here with the worker's traceback; a worker that dies
+(killed, out of memory) raises RuntimeError naming its job, instead of waiting for a result that never comes.
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -97,21 +100,25 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _worker(payload: int | bytes, conn, gpu: int, parent: int, at_once: int = 1) -> None:
-    """One job in its own process: `payload` is the job's index into the inherited `_TASK` (fork) or `(fn, job)`
-    pickled by value (spawn). Sends back ("ok", result) or ("error", exception or None, traceback), as plain pickle
-    bytes: multiprocessing's own pickler would send torch tensors as shared-memory handles that the receiver opens
-    from a sender which has exited by then."""
+def _worker(payload: int | multiprocessing.connection.Connection, conn, gpu: int, parent: int, at_once: int = 1
+            ) -> None:
+    """One job in its own process: `payload` is the job's index into the inherited `_TASK` (fork), or the receiving
+    end of a pipe that brings `(setup, fn, job)` pickled by value (spawn: `_pickled`), read and let go before the job
+    runs, so that the worker does not hold the bytes of every model it was sent beside the models themselves (the
+    process's arguments live as long as it does). Sends back ("ok", result) or ("error", exception or None,
+    traceback), as plain pickle bytes: multiprocessing's own pickler would send torch tensors as shared-memory handles
+    that the receiver opens from a sender which has exited by then."""
     try:
         _die_with_parent(parent)
         _init_worker(at_once)
-        if isinstance(payload, bytes):   # spawn: a fresh interpreter, its current GPU chosen before anything loads
-            if torch.cuda.is_available():
-                torch.cuda.set_device(gpu % torch.cuda.device_count())
-            fn, job = pickle.loads(payload)
-        else:
+        if isinstance(payload, int):
             fn, jobs = _TASK
             job = jobs[payload]
+        else:   # spawn: a fresh interpreter, its current GPU chosen before anything loads
+            if torch.cuda.is_available():
+                torch.cuda.set_device(gpu % torch.cuda.device_count())
+            fn, job = _unpickled(payload.recv_bytes())
+            payload.close()
         message = ("ok", fn(job))
     except BaseException as e:  # noqa: BLE001 - every failure of the job goes back to the caller
         message = ("error", e, traceback.format_exc())
@@ -121,6 +128,40 @@ def _worker(payload: int | bytes, conn, gpu: int, parent: int, at_once: int = 1)
         what = "result" if message[0] == "ok" else f"exception ({message[2]})"
         data = pickle.dumps(("error", None, f"the job's {what} does not pickle: {e!r}"))
     conn.send_bytes(data)
+    conn.close()
+
+
+_SETUP: list[Callable[[], Any]] = []   # run in each spawned worker before its job (`worker_setup`)
+
+
+def worker_setup(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Run `fn` (a module-level function of no arguments) in every spawned worker and Ray task before its job: what a
+    module did to this process that the objects sent to a worker need there too (`models`: the attention
+    implementation registered with transformers, which a model unpickled in a fresh interpreter names). Returns fn."""
+    if fn not in _SETUP:
+        _SETUP.append(fn)
+    return fn
+
+
+def _pickled(fn: Callable[[Any], Any], job: Any) -> bytes:
+    """`fn` and `job` by value (cloudpickle), with the setup functions registered here (`worker_setup`)."""
+    import cloudpickle
+
+    return cloudpickle.dumps((list(_SETUP), fn, job))
+
+
+def _unpickled(data: bytes) -> tuple:
+    """(fn, job) from `_pickled`'s bytes, the setup functions run."""
+    setup, fn, job = pickle.loads(data)
+    for f in setup:
+        f()
+    return fn, job
+
+
+def _send(conn, data: bytes) -> None:
+    """Write `data` to the pipe and close it (in a thread: the write waits until the worker has started and reads)."""
+    with contextlib.suppress(OSError):   # the worker died before it read: map_runs reports that
+        conn.send_bytes(data)
     conn.close()
 
 
@@ -215,8 +256,6 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
             return [_ticked(fn(job), bar) for job in jobs]
     global _TASK
     ctx = multiprocessing.get_context(method)
-    if method == "spawn":
-        import cloudpickle
     pending = dispatch_order(jobs, cost)[::-1]   # popped from the end: longest first
     running: dict = {}        # receiving end of a worker's pipe -> (job index, process, its slot)
     slots = min(processes, len(jobs))
@@ -228,11 +267,14 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
             while pending or running:
                 while pending and free:
                     i, slot = pending.pop(), free.pop()
-                    payload = i if method == "fork" else cloudpickle.dumps((fn, jobs[i]))
                     receive, send = ctx.Pipe(duplex=False)
-                    worker = ctx.Process(target=_worker, args=(payload, send, slot, os.getpid(), slots), daemon=True)
+                    task, source = (i, None) if method == "fork" else ctx.Pipe(duplex=False)
+                    worker = ctx.Process(target=_worker, args=(task, send, slot, os.getpid(), slots), daemon=True)
                     worker.start()
                     send.close()   # the worker holds the sending end: its exit without a message reads as EOF
+                    if source is not None:   # spawn: the job by value, from a thread that lets it go once written
+                        task.close()
+                        threading.Thread(target=_send, args=(source, _pickled(fn, jobs[i])), daemon=True).start()
                     running[receive] = (i, worker, slot)
                 for receive in multiprocessing.connection.wait(list(running)):
                     i, worker, slot = running.pop(receive)
@@ -263,9 +305,9 @@ def map_runs(fn: Callable[[Any], Any], jobs: Iterable, processes: int = 1, threa
 
 
 def _ray_task(payload: bytes, at_once: int = 1) -> bytes:
-    """One job as a Ray task: `(fn, job)` by value in, its result as plain pickle bytes out."""
+    """One job as a Ray task: `(setup, fn, job)` by value in (`_pickled`), its result as plain pickle bytes out."""
     _init_worker(at_once)
-    fn, job = pickle.loads(payload)
+    fn, job = _unpickled(payload)
     return pickle.dumps(fn(job), protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -274,8 +316,6 @@ def _map_ray(fn, jobs: list, processes: int, order: list[int], gpus_per_run: flo
         import ray
     except ImportError:
         raise ImportError("backend='ray' needs Ray: pip install -e .[ray] (or pip install ray)") from None
-    import cloudpickle
-
     if not ray.is_initialized():
         address = os.environ.get("RAY_ADDRESS")
         ray.init(address=address, num_cpus=None if address else processes, include_dashboard=False,
@@ -286,7 +326,7 @@ def _map_ray(fn, jobs: list, processes: int, order: list[int], gpus_per_run: flo
         while pending or running:
             while pending and len(running) < processes:
                 i = pending.pop()
-                running[task.remote(cloudpickle.dumps((fn, jobs[i])), min(processes, len(jobs)))] = i
+                running[task.remote(_pickled(fn, jobs[i]), min(processes, len(jobs)))] = i
             done, _ = ray.wait(list(running), num_returns=1)
             i = running.pop(done[0])
             try:

@@ -228,10 +228,11 @@ class LMAgent(StreamingAgent):
                 for c in candidates]
         dev = next(self.model.parameters()).device
         ids, mask, pos = pad(seqs, self.tok.pad_token_id, device=dev)
-        FORWARDS.add()
+        keep = max(len(s) for s in seqs) - len(prompt) + 1   # the logits that predict the candidates' tokens: not
+        FORWARDS.add()                                       # the prompt's (N x L x vocabulary floats, gigabytes)
         with torch.no_grad(), self._context():
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.float()
-        logp = token_logprobs(logits[:, :-1], ids[:, 1:])  # (N, L-1)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, logits_to_keep=keep).logits
+        logp = token_logprobs(logits[:, :-1].float(), ids[:, 1 - keep:])  # (N, keep - 1): the last tokens'
         return {c: logp[i, -(len(s) - len(prompt)):].sum().item() for i, (c, s) in enumerate(zip(candidates, seqs))}
 
 
