@@ -156,6 +156,28 @@ def test_every_model_a_process_holds_is_counted_and_processes_follow_the_cards_m
     assert "GiB per process: main + at once x run" in estimate_table(stem)
 
 
+def test_an_llm_judges_step_holds_the_caches_of_the_prompts_it_decodes_at_once():
+    """Notebook 02's judge reads every turn of a step's games: its phase holds every model of the run and the judge's
+    KV cache for as many prompts as its token budget admits (all of them without one), and its answers take a wave
+    of passes per batch of prompts that fit (by hand: 384 prompts of 1,888 tokens; 138 fit 262,144 tokens)."""
+    stem = "02_socialrl"
+    params = profile_params(stem, "gpu")
+    judge = hub_config(params["judge_model"])
+    kv = kv_bytes_per_token(judge, 2)
+    rows = {}
+    for budget in (None, 262_144):
+        rows[budget] = estimate(paper(stem), {**params, "judge_batch_tokens": budget})[0]
+    others = sum(model_bytes(m, "bf16") for m in (params["partner_model"], params["judge_model"],
+                                                 *params["heldout_models"], *params["heldout_packaged"]))
+    weights = model_bytes(params["policy_model"], "bf16") + others
+    assert rows[None]["phases"]["judge"] == weights + 384 * 1888 * kv + 384 * judge.vocab_size * 8
+    assert rows[262_144]["phases"]["judge"] == weights + 262_144 * kv + 138 * judge.vocab_size * 8
+    assert rows[None]["worker"] - PROCESS_BYTES == rows[None]["phases"]["judge"] > rows[None]["phases"]["update"]
+    # three waves of 600-token answers a step instead of one, at a decoding pass each
+    extra = (rows[262_144]["seconds_per_run"] - rows[None]["seconds_per_run"]) / params["steps"]
+    assert extra == pytest.approx(2 * 600 * DEVICES["gpu"].forward_ms / 1000)
+
+
 def test_a_notebook_on_a_smaller_gpu_runs_as_many_at_once_as_fit_it(capsys):
     """Paper.parameters lowers a gpu or colab profile's `processes` to what the GPU at hand fits by the estimate (here
     its memory given: a 48 GB card under the 80 GB profile), and leaves it where it fits, on a CPU, and where the

@@ -281,18 +281,19 @@ def test_scope_trained_simulator_reseeds_the_ensemble_and_copies_the_vs_counts()
 def test_socialrl_loads_its_partner_model_and_its_judge_from_the_notebooks_parameters():
     """Notebook 02's training partners' model and process-reward judge, from its parameters (each training run loads
     its own): the rule judge, or with judge "llm" an LLMJudge over judge_model (the knob notebook 02 once lost to a
-    shadowing import) at its temperature and length."""
+    shadowing import) at its temperature, length and decoding budget in tokens."""
     from dialogrl.envs.social.judge import RuleJudge
     from dialogrl.rewards import LLMJudge
 
     p = {"partner_model": None, "judge": "rule", "judge_model": None, "precision": "fp32", "max_new_tokens": 16,
-         "counterpart_temperature": 0.7, "judge_max_new_tokens": 64, "judge_temperature": 0.2}
+         "counterpart_temperature": 0.7, "judge_max_new_tokens": 64, "judge_temperature": 0.2,
+         "judge_batch_tokens": 4096}
     assert socialrl.partner_lm(p) is None and isinstance(socialrl.make_judge(p), RuleJudge)
     p |= {"partner_model": "smollm2-135m-instruct", "judge": "llm", "judge_model": "smollm2-135m-instruct"}
     partner, judge = socialrl.partner_lm(p), socialrl.make_judge(p)
     assert partner.name == "partner" and partner.temperature == 0.7 and partner.max_new_tokens == 16
     assert isinstance(judge, LLMJudge) and isinstance(judge.fallback, RuleJudge)
-    assert judge.lm.temperature == 0.2 and judge.lm.max_new_tokens == 64
+    assert judge.lm.temperature == 0.2 and judge.lm.max_new_tokens == 64 and judge.lm.max_batch_tokens == 4096
 
 
 def test_ibrl_held_out_counterparts_are_loaded_from_the_notebooks_parameters():

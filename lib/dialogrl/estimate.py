@@ -223,16 +223,20 @@ def workload(paper, p: dict) -> list[dict]:
     holds while the runs go and beside its fine-tunes before them), "runs", "steps",
     "games" (per step), "turns" (per game, both roles), "tokens" (per turn), "trained_turns" (per game and adapter),
     "adapters", "lm_agents" (language-model agents in a game, each with its KV cache), "step_forwards" (sequential
-    passes a step adds after its games: the LLM judge), "eval_plays" (a run's evaluations of "eval_games" games a
-    counterpart, in plays of two language-model agents: a play of m such agents, each with its own batch, counts m /
-    2), "sft" (the full fine-tunes before the runs, one at a time in the notebook's process: their tokens),
+    passes a step adds after its games, beside its judge's), "judge" (None, or the LLM judge a step runs after its
+    games: {"model", "rows" (its prompts a step), "tokens" (a prompt and its answer, at most), "answer" (its
+    answer's tokens), "budget" (the tokens its decoding batch holds at once; None: every row)}), "eval_plays" (a
+    run's evaluations of "eval_games" games a counterpart, in plays of two language-model agents: a play of m such
+    agents, each with its own batch, counts m / 2), "sft" (the full fine-tunes before the runs, one at a time in the
+    notebook's process: their tokens),
     "check_plays" (the design checks before the runs, one at a time, counted alike: a counterpart's probe is a play
     of one, a room test one play of every seed's counterpart and base policy)}. The paper starts from `base` below,
     which also carries "curve" (the learning curve's evaluations) and "prompt_tokens" (PROMPT_TOKENS: what a
     parameter does not say is an assumption of this module, stated with its constant)."""
     base = {"steps": p["steps"], "games": p["scenarios_per_step"] * p["group_size"], "tokens": p["max_new_tokens"],
-            "sft": [], "step_forwards": 0, "lm_agents": 2, "adapters": 1, "eval_games": p["eval_scenarios"],
-            "check_plays": 0, "curve": p["steps"] // p["eval_every"] if p.get("eval_every") else 0,
+            "sft": [], "step_forwards": 0, "judge": None, "lm_agents": 2, "adapters": 1,
+            "eval_games": p["eval_scenarios"], "check_plays": 0,
+            "curve": p["steps"] // p["eval_every"] if p.get("eval_every") else 0,
             "prompt_tokens": PROMPT_TOKENS}
     return paper.workload(p, base)
 
@@ -287,6 +291,10 @@ def estimate(paper, params: dict, device: Device = DEVICES["gpu"], minibatch_tur
         phases = {"update": update_memory(config, *chunk, precision, lora_r, w["adapters"],
                                           other_weights=others)["total"],
                   "decode": decode_memory(config, games * context, games, precision, other_weights=others)["total"]}
+        judge_passes = 0
+        if w.get("judge") and w["judge"]["model"] in HUB_CONFIGS:   # its batch's caches, as many at once as fit
+            phases["judge"], judge_passes = judge_memory(w["judge"], precision, weight_bytes(config, precision)
+                                                         + others)
         if w["sft"]:   # float32 weights, gradients and AdamW's moments; a batch of sequences of SFT_LENGTH tokens
             tokens = params.get("calibration_batch_size", SFT_ROWS) * SFT_LENGTH   # activations under autocast
             per_layer, once, fixed = saved_bytes_per_token(config, precision, lora_r)
@@ -298,13 +306,14 @@ def estimate(paper, params: dict, device: Device = DEVICES["gpu"], minibatch_tur
             config, value_bytes(precision))
         pass_s = max(device.forward_ms / 1000, at_once * pass_bytes / (device.bandwidth * 1e9))
         game_passes = ROUND_FACTOR * w["turns"] * w["tokens"]
-        decode_s = (w["steps"] * (game_passes + w["step_forwards"]) + w["eval_plays"] * game_passes) * pass_s
+        decode_s = (w["steps"] * (game_passes + w["step_forwards"] + judge_passes) + w["eval_plays"] * game_passes
+                    ) * pass_s
         checks_s = w["check_plays"] * game_passes * device.forward_ms / 1000
         update_flops = n_params * w["games"] * context * w["adapters"] * (4 * epochs + 2 + 2 * bool(
             params.get("kl_coef")))
         compute_s = w["steps"] * update_flops / (device.tflops * 1e12)
         before_s = sum(6 * n_params * t for t in w["sft"]) / (device.tflops * 1e12) + checks_s   # one at a time
-        run_peak = max(phases["update"], phases["decode"])
+        run_peak = max(v for k, v in phases.items() if k != "sft")   # the fine-tunes run before, in the notebook
         out.append({"what": w["what"], "runs": w["runs"], "at_once": at_once, "peak": max(phases.values()),
                     "phases": phases, "main": main, "worker": run_peak + PROCESS_BYTES,
                     "memory": max(main + at_once * (run_peak + PROCESS_BYTES),
@@ -313,6 +322,19 @@ def estimate(paper, params: dict, device: Device = DEVICES["gpu"], minibatch_tur
                     "hours": (math.ceil(w["runs"] / at_once) * decode_s + w["runs"] * compute_s + before_s) / 3600,
                     "chunk": chunk})
     return out
+
+
+def judge_memory(judge: dict, precision: str, weights: int) -> tuple[int, int]:
+    """An LLM judge's step (a workload's "judge"): (its peak bytes: `weights`, every model the run holds, its own
+    among them, and the caches of the rows its decoding batch holds at once with their logits; the sequential passes
+    it takes: its answer's tokens once per wave of the rows that fit its budget)."""
+    config = hub_config(judge["model"])
+    total = judge["rows"] * judge["tokens"]
+    held = min(total, judge["budget"] or total)
+    rows = max(1, min(judge["rows"], held // judge["tokens"]))
+    memory = (weights + held * kv_bytes_per_token(config, value_bytes(precision))
+              + rows * config.vocab_size * 4 * 2)
+    return int(memory), judge["answer"] * math.ceil(judge["rows"] / rows)
 
 
 def fit_processes(paper, params: dict, device: Device = DEVICES["gpu"], **kwargs) -> int:

@@ -104,12 +104,13 @@ def estimate_table(stem: str, profile: str = "gpu", device: Device | None = None
     lines = [f"{stem}, profile {profile}, on {device.name}: predicted by dialogrl.estimate (assumed: prompts of "
              f"{PROMPT_TOKENS} tokens, every turn at full length, {device.forward_ms:g} ms a decoding pass, "
              f"{device.bandwidth:g} GB/s, {device.tflops:g} TFLOP/s in the update)", "",
-             "| runs of | runs | at once | a run's peak GiB (update / decode / sft) | update chunk (rows + logit "
-             f"positions) | per run | all runs | GiB per process: main + at once x run | GiB at once (fits "
+             "| runs of | runs | at once | a run's peak GiB (update / decode / judge / sft) | update chunk (rows + "
+             f"logit positions) | per run | all runs | GiB per process: main + at once x run | GiB at once (fits "
              f"{device.memory_gib:g}) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        ph = " / ".join(f"{r['phases'][k] / gib:.1f}" if k in r["phases"] else "-" for k in ("update", "decode", "sft"))
+        ph = " / ".join(f"{r['phases'][k] / gib:.1f}" if k in r["phases"] else "-"
+                        for k in ("update", "decode", "judge", "sft"))
         fits = "yes" if r["memory"] <= device.memory_gib * gib else "**no**"
         lines.append(f"| {r['what']} | {r['runs']} | {r['at_once']} | {r['peak'] / gib:.1f} ({ph}) | "
                      f"{r['chunk'][0]:,} + {r['chunk'][1]:,} | {r['seconds_per_run'] / 3600:.1f} h | "

@@ -26,7 +26,7 @@ from dialogrl.envs.social.judge import RuleJudge
 from dialogrl.game import Agent, Task
 from dialogrl.models import PRECISIONS, precision_settings
 from dialogrl.packaged import PACKAGED_MODELS
-from dialogrl.params import Float, ListOf, ModelName, OneOf, Optional, Str, check_judge_independent
+from dialogrl.params import Float, Int, ListOf, ModelName, OneOf, Optional, Str, check_judge_independent
 from dialogrl.rewards import LLMJudge, ProcessReward, varied_within_groups, weights_table
 from dialogrl.rl.methods import COMMON_CHECKS, PACKAGED, MethodSpec, Paper
 from dialogrl.rl.trainer import RoleSpec
@@ -93,7 +93,8 @@ def make_judge(p: dict):
     if p["judge"] == "rule":
         return RuleJudge()
     return LLMJudge(LMAgent.load(p["judge_model"], bf16=precision_settings(p["precision"])["bf16"], name="judge",
-                                 max_new_tokens=p["judge_max_new_tokens"], temperature=p["judge_temperature"]),
+                                 max_new_tokens=p["judge_max_new_tokens"], temperature=p["judge_temperature"],
+                                 max_batch_tokens=p["judge_batch_tokens"]),
                     fallback=RuleJudge())
 
 
@@ -125,9 +126,13 @@ class ProcessLog:
                 "counts": self.process.summary() if self.process is not None else None}
 
 
+JUDGE_TOKENS = 200   # assumed: the judge's instructions (rewards.JUDGE_PROMPT, 679 characters) in tokens
+
+
 def workload(p: dict, base: dict) -> list[dict]:
     """Notebook 02's training runs (`Paper.workload`): the agent against its LM partner, scored by the LLM judge each
-    step; held-out evaluation against the language-model partners of its panel."""
+    step (every turn of the agent's a prompt: the instructions, the scene, the talk so far at its longest, the turn
+    and the answer); held-out evaluation against the language-model partners of its panel."""
     seeds, curve = p["n_seeds"], base["curve"]
     trained = [m for m in p["methods"] if m != "base"]
     llm_judge, lm_partner = p["judge"] == "llm", bool(p["partner_model"])
@@ -136,10 +141,14 @@ def workload(p: dict, base: dict) -> list[dict]:
     # own copies go before the runs
     held = [*p["heldout_models"], *p["heldout_packaged"]]
     frozen = [p["partner_model"] or p["policy_model"]] + ([p["judge_model"]] if llm_judge else [])
+    talk = 2 * p["max_exchanges"] * p["max_new_tokens"]   # the talk before a turn, at its longest
+    judge = {"model": p["judge_model"], "rows": base["games"] * p["max_exchanges"], "answer": p["judge_max_new_tokens"],
+             "tokens": JUDGE_TOKENS + base["prompt_tokens"] + talk + p["max_new_tokens"] + p["judge_max_new_tokens"],
+             "budget": p["judge_batch_tokens"]}
     return [{**base, "what": "the agent against its LM partner" + (", the LLM judge" if llm_judge else ""),
              "model": p["policy_model"], "others": frozen + held, "main": [],
              "runs": seeds * len(trained), "turns": 2 * p["max_exchanges"], "trained_turns": p["max_exchanges"],
-             "step_forwards": p["judge_max_new_tokens"] if llm_judge else 0,
+             "judge": judge if llm_judge else None,
              "eval_plays": (1 + curve) * (1 + lm_panel) / 2,
              "check_plays": (lm_partner * seeds + lm_panel) * 0.5 + seeds * (1 + lm_partner) / 2}]
 
@@ -156,6 +165,7 @@ CHECKS = {**COMMON_CHECKS,   # notebook 02's parameters: what their literals do 
     "critic_lr": Float(min=0, strict=True),   # None or a float
     ("seed process_coef relationship_weight kl_coef vf_coef warm_start_dialogues sotopia_characters eval_every "
      "n_transcripts"): ">= 0",
+    "judge_batch_tokens": Optional(Int(min=1)),
     ("n_seeds judge_max_new_tokens steps scenarios_per_step epochs_per_step minibatches lora_r max_new_tokens "
      "max_exchanges packaged_eval_scenarios eval_scenarios curve_scenarios processes"): ">= 1",
     "group_size probe_games room_games": ">= 2",
