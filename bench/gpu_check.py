@@ -28,6 +28,8 @@ Stages, each with its wall time and peak GPU memory (torch.cuda.max_memory_alloc
              bytes a token over hub.kv_bytes_per_token's
   rates      the same model's batched decoding pass (ms) and the update's sustained TFLOP/s: the rates the estimate
              assumes, measured (`python -m dialogrl estimate --calibrate <report>` reads them: report["rates"])
+  judge      notebook 02's LLM judge at its gpu profile's step: a hub-shaped Qwen2.5-1.5B (random weights) answers
+             the step's 384 prompts under its judge_batch_tokens; seconds, tokens/s, peak over estimate.judge_memory
   notebooks  each notebook at its `gpu` profile with the embedded models in place of the hub models and the smoke
              profile's sizes, two runs at once in spawned workers (papermill; wall time, and whether it wrote its
              summary.json)
@@ -342,6 +344,53 @@ def rates_stage(row: dict, device: str, small: bool, half: bool, rows: int = 32,
                if device == "cuda" else None)
 
 
+def judge_stage(row: dict, device: str, small: bool, half: bool) -> None:
+    """Notebook 02's LLM judge at its `gpu` profile's step: a Qwen2.5-1.5B-Instruct-shaped judge (random weights from
+    the committed config; with --small 2 layers of width 256, and 8 prompts, 4 at once) answers a step's prompts
+    (the profile's games x exchanges, each at the longest the estimate counts) through `LMAgent.generate`, what
+    `rewards.LLMJudge` calls, under the profile's `judge_batch_tokens`: its wall time, the tokens it wrote (a random
+    model writes every answer to its full length, the estimate's worst case), and its peak GPU memory beside
+    `estimate.judge_memory`'s (CUDA only)."""
+    import torch
+
+    from dialogrl.agents import LMAgent
+    from dialogrl.estimate import judge_memory, weight_bytes, workload
+    from dialogrl.models import hub_shaped_model
+    from dialogrl.reproduce import profile_params
+    from dialogrl.rl.methods import paper
+
+    judge = workload(paper("02_socialrl"), profile_params("02_socialrl", "gpu"))[0]["judge"]
+    if small:
+        judge = {**judge, "rows": 8, "tokens": 160, "answer": 32, "budget": 640}
+    model, tok = hub_shaped_model(judge["model"], device=device, bf16=half, **(
+        {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4}
+        if small else {}))
+    agent = LMAgent(model, tok, name="judge", max_new_tokens=judge["answer"], max_batch_tokens=judge["budget"])
+    head = "Judge this turn."
+    overhead = len(agent.encode([[{"role": "user", "content": head}]])[0])
+    messages = [[{"role": "user", "content": head + " the" * (judge["tokens"] - judge["answer"] - overhead)}]]
+    messages *= judge["rows"]   # prompts of the longest the estimate counts (" the" is one token)
+    tokens = len(agent.encode(messages[:1])[0]) + judge["answer"]
+    precision = "bf16" if half else "no"
+    predicted, passes = judge_memory({**judge, "tokens": tokens}, precision, weight_bytes(model.config, precision))
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    t0 = time.perf_counter()
+    answers = agent.generate(messages)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    written = sum(len(a.completion_ids) for a in answers)
+    row.update(judge_shape=judge["model"], layers=model.config.num_hidden_layers, rows=judge["rows"],
+               prompt_tokens=tokens - judge["answer"], answer_tokens=judge["answer"], budget=judge["budget"],
+               passes_predicted=passes, judge_s=round(seconds, 1), written_tokens=written,
+               tokens_per_s=round(written / seconds, 1), predicted_gib=round(predicted / 2**30, 3))
+    if device == "cuda":
+        row["measured_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 3)
+        row["measured_over_predicted"] = round(row["measured_gib"] / row["predicted_gib"], 3)
+
+
 def notebook_check_parameters(stem: str, paths: dict[str, str], stand_in: str = "embedded") -> dict:
     """The notebook's gpu profile (params/<stem>/gpu.yaml) at the smoke profile's sizes, with the embedded models
     in `paths` ({game: folder}), or the packaged model (stand_in="packaged"), in place of its hub models. Raises
@@ -470,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
             rates_stage(row, device, args.small, device == "cuda")
             report["rates"] = {k: row[k] for k in ("forward_ms", "tflops", "memory_gib")}
             report["rates"]["bf16"] = (device == "cuda" and torch.cuda.is_bf16_supported(including_emulation=False))
+        with Stage(report, "judge", device) as row:
+            judge_stage(row, device, args.small, device == "cuda")
     out_dir = Path(tempfile.mkdtemp(prefix="gpu_check-"))
     for stem in stems:
         with Stage(report, f"notebook-{stem}", device) as row:

@@ -59,7 +59,7 @@ def test_the_library_stages_run_on_the_cpu(tmp_path):
     report = json.loads(out.read_text())
     stages = {r["stage"]: r for r in report["stages"]}
     assert {"build", "load", "rollout", "update-grpo", "update-rloo", "update-ppo", "checkpoint",
-            "memory-model", "rates"} <= set(stages)
+            "memory-model", "rates", "judge"} <= set(stages)
     assert stages["checkpoint"]["resumed_steps"] == [1] and stages["checkpoint"]["identical"]   # exact on the CPU
     assert not [r for r in report["stages"] if "error" in r]
     assert stages["rollout"]["transformers_tokens_per_s"] > 0 and stages["rollout"]["lean_tokens_per_s"] > 0
@@ -68,5 +68,7 @@ def test_the_library_stages_run_on_the_cpu(tmp_path):
     assert memory["kv_bytes_per_token"] == memory["kv_bytes_per_token_predicted"] > 0
     assert memory["predicted_gib"] > 0 and memory["row_tokens"] + memory["logit_positions"] <= 4096
     assert report["rates"]["forward_ms"] > 0 and report["rates"]["tflops"] > 0   # what estimate --calibrate reads
+    judge = stages["judge"]   # 8 prompts of 128 tokens, 4 at once under 640 tokens: two waves of 32-token answers
+    assert (judge["prompt_tokens"], judge["passes_predicted"]) == (128, 64) and 0 < judge["written_tokens"] <= 256
     assert "| stage | seconds |" in res.stdout
 
