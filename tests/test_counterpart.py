@@ -42,6 +42,17 @@ def test_the_answer_is_the_calibrated_one_not_the_most_likely(counterpart, monke
     assert counterpart.answer([r], [[]], [""], [q]) == ["no"]
 
 
+def test_a_counterpart_without_a_token_budget_decodes_a_bounded_cache(smollm2, counterpart):
+    """A counterpart's LMAgent without a budget of its own gets the tokens whose KV cache fills CACHE_BYTES (SmolLM2-
+    135M in float32: 30 layers x key and value x 3 heads x 64 x 4 bytes = 46,080 bytes a token); one with a budget
+    keeps it."""
+    from dialogrl.agents.counterpart import CACHE_BYTES
+
+    assert counterpart.lm.max_batch_tokens == CACHE_BYTES // 46_080 == 46_603
+    model, tok = smollm2
+    assert LMCounterpart(LMAgent(model, tok, max_batch_tokens=500)).lm.max_batch_tokens == 500
+
+
 def test_answers_must_start_with_distinct_words(counterpart):
     with pytest.raises(ValueError, match="share a first token"):
         counterpart.answer_logprobs([[{"role": "user", "content": "?"}]], [Question("?", ("yes", "Yes please"))])

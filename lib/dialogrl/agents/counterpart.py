@@ -38,8 +38,10 @@ import torch
 from dialogrl.agents.fastdecode import decode_batch
 from dialogrl.agents.lm import LMAgent
 from dialogrl.game import ActRequest, Question, StreamingAgent, Utterance
+from dialogrl.hub import kv_bytes_per_token
 
 CONTENT_FREE = "N/A"      # Zhao et al.'s content-free input
+CACHE_BYTES = 2 * 2**30   # the KV cache a counterpart decodes at once, unless its LMAgent has a token budget of its own
 
 
 class LMCounterpart(StreamingAgent):
@@ -51,10 +53,16 @@ class LMCounterpart(StreamingAgent):
     role is, a scripted persona answering at once or a language model whose turns end at different steps.
 
     lm: the language model (its temperature and max_new_tokens shape the talk; token streams per game as LMAgent's).
+    Without a token budget of its own (`max_batch_tokens`) it gets the tokens whose KV cache fills CACHE_BYTES: a
+    responsiveness probe plays 200 games at once, and SmolLM2-135M's cache for them grew to 21 GB on a CPU. Games
+    with seeds decode the same under any budget.
     batch_size: rows per scoring prefill.
     """
 
     def __init__(self, lm: LMAgent, name: str | None = None, batch_size: int = 32):
+        if lm.max_batch_tokens is None:
+            value = next(lm.model.parameters()).element_size()
+            lm.max_batch_tokens = max(1, CACHE_BYTES // kv_bytes_per_token(lm.model.config, value))
         self.lm, self.batch_size = lm, batch_size
         self.name = name or f"counterpart({lm.name})"
         self._neutral: dict[tuple, dict[str, float]] = {}    # (neutral question, answers, system) -> log-probs
