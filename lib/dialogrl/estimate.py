@@ -222,19 +222,18 @@ def workload(paper, p: dict) -> list[dict]:
     plays, copied in with the run or loaded there; each copy counted), "main" (the models the notebook's own process
     holds while the runs go and beside its fine-tunes before them), "runs", "steps",
     "games" (per step), "turns" (per game, both roles), "tokens" (per turn), "trained_turns" (per game and adapter),
-    "adapters", "lm_agents" (language-model agents in a game, each with its KV cache), "step_forwards" (sequential
-    passes a step adds after its games, beside its judge's), "judge" (None, or the LLM judge a step runs after its
-    games: {"model", "rows" (its prompts a step), "tokens" (a prompt and its answer, at most), "answer" (its
-    answer's tokens), "budget" (the tokens its decoding batch holds at once; None: every row)}), "eval_plays" (a
-    run's evaluations of "eval_games" games a counterpart, in plays of two language-model agents: a play of m such
-    agents, each with its own batch, counts m / 2), "sft" (the full fine-tunes before the runs, one at a time in the
-    notebook's process: their tokens),
+    "adapters", "lm_agents" (language-model agents in a game, each with its KV cache), "judge" (None, or the LLM
+    judge a step runs after its games: {"model", "rows" (its prompts a step), "tokens" (a prompt and its answer, at
+    most), "answer" (its answer's tokens), "budget" (the tokens its decoding batch holds at once; None: every row)}),
+    "eval_plays" (a run's evaluations of "eval_games" games a counterpart, in plays of two language-model agents: a
+    play of m such agents, each with its own batch, counts m / 2), "sft" (the full fine-tunes before the runs, one at
+    a time in the notebook's process: their tokens),
     "check_plays" (the design checks before the runs, one at a time, counted alike: a counterpart's probe is a play
     of one, a room test one play of every seed's counterpart and base policy)}. The paper starts from `base` below,
     which also carries "curve" (the learning curve's evaluations) and "prompt_tokens" (PROMPT_TOKENS: what a
     parameter does not say is an assumption of this module, stated with its constant)."""
     base = {"steps": p["steps"], "games": p["scenarios_per_step"] * p["group_size"], "tokens": p["max_new_tokens"],
-            "sft": [], "step_forwards": 0, "judge": None, "lm_agents": 2, "adapters": 1,
+            "sft": [], "judge": None, "lm_agents": 2, "adapters": 1,
             "eval_games": p["eval_scenarios"], "check_plays": 0,
             "curve": p["steps"] // p["eval_every"] if p.get("eval_every") else 0,
             "prompt_tokens": PROMPT_TOKENS}
@@ -306,8 +305,7 @@ def estimate(paper, params: dict, device: Device = DEVICES["gpu"], minibatch_tur
             config, value_bytes(precision))
         pass_s = max(device.forward_ms / 1000, at_once * pass_bytes / (device.bandwidth * 1e9))
         game_passes = ROUND_FACTOR * w["turns"] * w["tokens"]
-        decode_s = (w["steps"] * (game_passes + w["step_forwards"] + judge_passes) + w["eval_plays"] * game_passes
-                    ) * pass_s
+        decode_s = (w["steps"] * (game_passes + judge_passes) + w["eval_plays"] * game_passes) * pass_s
         checks_s = w["check_plays"] * game_passes * device.forward_ms / 1000
         update_flops = n_params * w["games"] * context * w["adapters"] * (4 * epochs + 2 + 2 * bool(
             params.get("kl_coef")))
