@@ -82,7 +82,8 @@ def test_a_spawned_runs_memory_is_what_the_estimate_counts_for_its_worker():
     """A notebook-like run in a spawned map_runs worker (tests/scripts/worker_peak.py: a trained model and two frozen
     ones sent with the job, a rollout against one of them, an update) holds what the estimate counts for a run's
     worker: every model once when the job starts (not also the bytes they came in), and decoding and the update within
-    30% of `decode_memory` and `update_memory` with the frozen models as other weights."""
+    30% of `decode_memory` and `update_memory` with the frozen models as other weights. (Its forward passes there
+    raised a KeyError before a spawned worker registered the attention implementation its models name.)"""
     hub_id = "Qwen/Qwen2.5-0.5B-Instruct"   # a 256-wide, 2-layer model of its shape: its vocabulary's logits weigh
     shape = {"num_hidden_layers": 2, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
              "num_key_value_heads": 2}

@@ -147,24 +147,10 @@ def test_a_jobs_exception_carries_the_workers_traceback():
 
 def test_spawned_workers_take_closures_by_value():
     """Spawned workers (the start method once CUDA has started in the caller) get `fn` and the jobs by value: a
-    closure over a local object, a torch tensor and a model works as in a forked worker, in job order. The model
-    names the attention implementation registered here (`models.attention`), which the fresh interpreter registers
-    before the job (`worker_setup`): without it its forward raised a KeyError in the worker."""
-    from transformers import AutoModelForCausalLM
-
-    from dialogrl.hub import hub_config
-    from dialogrl.models import attention
-
+    closure over a local object and a torch tensor work as in a forked worker, in job order."""
     offset = torch.arange(3)
-    model = AutoModelForCausalLM.from_config(hub_config(
-        "Qwen/Qwen2.5-0.5B-Instruct", num_hidden_layers=1, hidden_size=16, intermediate_size=16,
-        num_attention_heads=2, num_key_value_heads=1, vocab_size=64), attn_implementation=attention()).eval()
-
-    def job(k):
-        with torch.no_grad():
-            return (offset * k).tolist(), model(torch.tensor([[1, 2, 3]])).logits.shape[-1]
-    assert map_runs(job, [2, 5, 1], processes=2, method="spawn") == \
-        [([0, 2, 4], 64), ([0, 5, 10], 64), ([0, 1, 2], 64)]
+    assert map_runs(lambda k: (offset * k).tolist(), [2, 5, 1], processes=2, method="spawn") == \
+        [[0, 2, 4], [0, 5, 10], [0, 1, 2]]
     assert start_method() == "fork"   # this CPU machine: nothing started CUDA
     with pytest.raises(ValueError, match="fork or spawn"):
         map_runs(abs, [1, 2], processes=2, method="forkserver")

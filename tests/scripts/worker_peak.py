@@ -7,7 +7,8 @@ sends what it captured by value), a hub-shaped model with a trained LoRA adapter
 same shape: the counterpart it trains against, and a held-out one (held, as a run holds the panel it plays later).
 In the worker it plays a training rollout against the first (both roles decode) and makes one update. A
 baseline job, in a worker spawned beside it, carries models of the same classes and a token's width, and reads its
-resident set once they are restored: what a worker holds before the run's models.
+resident set once they are restored: what a worker holds before the run's models. (The run's forward passes also
+check that a spawned worker registers the attention implementation its models name: `parallel.worker_setup`.)
 
 Prints a JSON line, bytes: "start" (the run worker's resident set when its job starts, less the baseline's),
 "decode" and "update" (its peaks in those phases, less the baseline), and the sizes the estimate reads: "row_tokens",
