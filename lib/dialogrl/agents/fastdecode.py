@@ -465,8 +465,8 @@ class FastDecodeBatch(RowQueue):
                 self._forget(self.keys[b])
             keep = self._leave(gone)
             tok = tok[keep]
-            if not self.keys:
-                self.lens = self.n_new = self.logits = None
+            if not self.keys:   # the slot buffers go with the last row, not kept at their largest for later games
+                self.lens = self.n_new = self.logits = self.kv = self.sampled = self.sampled_lp = None
                 return finished
         self._reserve(len(self.keys), int(self.lens.max()) + 1)
         FORWARDS.add()
