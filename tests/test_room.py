@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dialogrl import room
 from dialogrl.envs import dealnodeal, persuasion, social, telesales
 from dialogrl.game import Agent
 from dialogrl.room import (
@@ -59,7 +60,7 @@ def test_probe_offers_differ_only_in_what_they_offer():
     assert telesales.good_sale(sc, *good) and not telesales.good_sale(sc, *bad)
 
 
-def test_room_test_finds_the_best_reference_and_refuses_a_design_without_room():
+def test_room_test_finds_the_best_reference_and_refuses_a_design_without_room(monkeypatch):
     task = telesales.VehicleTeleSales(seller_goal="success")
     buyers = telesales.population("buyer", seed=3)
     sellers = {n: telesales.ScriptedAgent(n, seed=i) for i, n in enumerate(["fair", "discounter"])}
@@ -78,6 +79,8 @@ def test_room_test_finds_the_best_reference_and_refuses_a_design_without_room():
     two = room_test(task, "seller", [buyers, telesales.population("buyer", seed=4)], sellers,   # one per build
                     [telesales.ScriptedAgent("pusher", seed=9)] * 2, n=30, seed=0)
     assert two["games"] == 60 and set(two["references"]) == set(sellers)
+    monkeypatch.setattr(room, "LIVE_GAMES", 7)   # a few games at once: the same seeded games, the same record
+    assert room_test(task, "seller", buyers, sellers, telesales.ScriptedAgent("pusher", seed=9), n=60, seed=0) == rec
 
 
 def test_a_manipulation_checks_ceiling_is_its_room_tests_or_the_nominal_one():

@@ -38,6 +38,8 @@ from dialogrl.seeds import stream_seed
 from dialogrl.stats import t_interval
 
 RESPONSE_GAP = 0.3   # a counterpart responds when its decision rate differs by at least this between the kinds
+LIVE_GAMES = 1024    # games a room test plays at once (the others wait their turn; seeded games play the same): every
+#                      seed's rooms at once, 29 seeds x 16 policies x 40 games, held 16 GB and climbing
 
 
 def check_scenarios(task: Task, n: int, seed: int, what: str, applies=None, max_draws: int = 20) -> list:
@@ -122,7 +124,7 @@ def room_test(task: Task, role: str, counterpart: Agent | Sequence[Agent], refer
             names.append(name)
             cells.append(({role: policy, other: opponent}, scenarios, seeds))
     scores: dict[str, list[float]] = {name: [] for name in ("base", *references)}
-    for name, episodes in zip(names, play_cells(task, cells)):
+    for name, episodes in zip(names, play_cells(task, cells, max_live=LIVE_GAMES)):
         scores[name] += [float(e.outcome[role][metric]) for e in episodes]
     return room_record(scores, metric, share)
 
