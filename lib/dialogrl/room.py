@@ -38,8 +38,9 @@ from dialogrl.seeds import stream_seed
 from dialogrl.stats import t_interval
 
 RESPONSE_GAP = 0.3   # a counterpart responds when its decision rate differs by at least this between the kinds
-LIVE_GAMES = 1024    # games a room test plays at once (the others wait their turn; seeded games play the same): every
-#                      seed's rooms at once, 29 seeds x 16 policies x 40 games, held 16 GB and climbing
+LIVE_GAMES = 256     # games a room test plays at once (the others wait their turn; seeded games play the same): every
+#                      seed's rooms at once, 29 seeds x 16 policies x 40 games, held 16 GB and climbing (notebook 04's
+#                      rooms at 8 seeds: 5.3 GB at 1,024 at once, 3.7 GB at 256, and faster, 80 s against 95)
 
 
 def check_scenarios(task: Task, n: int, seed: int, what: str, applies=None, max_draws: int = 20) -> list:
